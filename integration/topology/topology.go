@@ -1,0 +1,171 @@
+// Package topology builds the network layouts the integration tests run on:
+// veth pairs with addresses and Soft-RoCE (rdma_rxe) links on them. The VM's
+// /init uses it, and so does `rxevm host-setup` on a machine that has rdma_rxe.
+package topology
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+)
+
+// Endpoint is one rxe device and the netdev under it.
+type Endpoint struct {
+	RDMA   string    // rxe device, e.g. "rxe0"
+	Netdev string    // e.g. "veth0"
+	Addr   net.IPNet // the netdev's IPv4 address
+}
+
+// Kind names a layout; see Endpoints.
+type Kind string
+
+// The layouts measured to carry RC traffic on Debian's 6.1 kernel.
+const (
+	// Veth: rxe0 on veth0 and rxe1 on veth1, one namespace. accept_local=1 on
+	// both ends keeps ARP and RoCE frames from a local source address from
+	// being dropped as martians; no policy routing is needed.
+	Veth Kind = "veth"
+	// Loopback: the same veth pair with rxe0 on veth0 only; QPs talk to
+	// rxe0's own GID.
+	Loopback Kind = "loopback"
+)
+
+// Endpoints returns the rxe devices a layout creates.
+func Endpoints(k Kind) ([]Endpoint, error) {
+	e0 := Endpoint{RDMA: "rxe0", Netdev: "veth0", Addr: ipnet("10.99.0.1/24")}
+	e1 := Endpoint{RDMA: "rxe1", Netdev: "veth1", Addr: ipnet("10.99.0.2/24")}
+	switch k {
+	case Veth, "":
+		return []Endpoint{e0, e1}, nil
+	case Loopback:
+		return []Endpoint{e0}, nil
+	}
+	return nil, fmt.Errorf("topology: unknown kind %q (want %q or %q)", k, Veth, Loopback)
+}
+
+func ipnet(s string) net.IPNet {
+	ip, n, err := net.ParseCIDR(s)
+	if err != nil {
+		panic(err)
+	}
+	n.IP = ip
+	return *n
+}
+
+// Setup creates the veth pair, its addresses and the layout's rxe links, then
+// waits until every rxe device has published the IPv4-mapped GID of its
+// netdev's address (GID index 1), since a QP cannot reach RTR before that.
+func Setup(k Kind) ([]Endpoint, error) {
+	eps, err := Endpoints(k)
+	if err != nil {
+		return nil, err
+	}
+	if lo, err := netlink.LinkByName("lo"); err == nil {
+		if err := netlink.LinkSetUp(lo); err != nil {
+			return nil, fmt.Errorf("topology: lo up: %w", err)
+		}
+	}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "veth0", MTU: 1500}, PeerName: "veth1"}
+	if err := netlink.LinkAdd(veth); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("topology: add veth0/veth1: %w", err)
+	}
+	all := []Endpoint{{Netdev: "veth0", Addr: ipnet("10.99.0.1/24")}, {Netdev: "veth1", Addr: ipnet("10.99.0.2/24")}}
+	for _, e := range all {
+		if err := upWithAddr(e); err != nil {
+			return nil, err
+		}
+	}
+	for _, e := range eps {
+		if err := netlink.RdmaLinkAdd(e.RDMA, "rxe", e.Netdev); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("topology: rdma link add %s type rxe netdev %s: %w", e.RDMA, e.Netdev, err)
+		}
+	}
+	for _, e := range eps {
+		if err := waitGID(e, 15*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	return eps, nil
+}
+
+func upWithAddr(e Endpoint) error {
+	l, err := netlink.LinkByName(e.Netdev)
+	if err != nil {
+		return fmt.Errorf("topology: %s: %w", e.Netdev, err)
+	}
+	addr := &netlink.Addr{IPNet: &e.Addr}
+	if err := netlink.AddrAdd(l, addr); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("topology: address %s on %s: %w", e.Addr.String(), e.Netdev, err)
+	}
+	if err := sysctl("net/ipv4/conf/"+e.Netdev+"/accept_local", "1"); err != nil {
+		return err
+	}
+	if err := netlink.LinkSetUp(l); err != nil {
+		return fmt.Errorf("topology: %s up: %w", e.Netdev, err)
+	}
+	return nil
+}
+
+func sysctl(name, value string) error {
+	if err := os.WriteFile(filepath.Join("/proc/sys", name), []byte(value), 0o644); err != nil {
+		return fmt.Errorf("topology: sysctl %s=%s: %w", strings.ReplaceAll(name, "/", "."), value, err)
+	}
+	return nil
+}
+
+// MappedGID is the RoCE v2 GID of an IPv4 address as sysfs prints it,
+// e.g. 0000:0000:0000:0000:0000:ffff:0a63:0001 for 10.99.0.1.
+func MappedGID(ip net.IP) string {
+	v6 := ip.To16()
+	var b strings.Builder
+	for i := 0; i < 16; i += 2 {
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		fmt.Fprintf(&b, "%02x%02x", v6[i], v6[i+1])
+	}
+	return b.String()
+}
+
+func waitGID(e Endpoint, limit time.Duration) error {
+	path := filepath.Join("/sys/class/infiniband", e.RDMA, "ports/1/gids/1")
+	want := MappedGID(e.Addr.IP)
+	deadline := time.Now().Add(limit)
+	var last []byte
+	for {
+		b, err := os.ReadFile(path)
+		last = bytes.TrimSpace(b)
+		if err == nil && string(last) == want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("topology: %s GID 1 is %q after %v, want %s (err %v)", e.RDMA, last, limit, want, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Teardown removes the rxe links and the veth pair Setup made.
+func Teardown(k Kind) error {
+	eps, err := Endpoints(k)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range eps {
+		if l, err := netlink.RdmaLinkByName(e.RDMA); err == nil {
+			errs = append(errs, netlink.RdmaLinkDel(l.Attrs.Name))
+		}
+	}
+	if l, err := netlink.LinkByName("veth0"); err == nil {
+		errs = append(errs, netlink.LinkDel(l))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,84 @@
+package vm
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func writeDep(t *testing.T, body string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "modules.dep"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// The lines are the ones depmod wrote for Debian's 6.1.0-57 kernel.
+const debian61Dep = `kernel/crypto/crc32_generic.ko:
+kernel/drivers/net/veth.ko:
+kernel/drivers/infiniband/core/ib_core.ko:
+kernel/net/ipv4/udp_tunnel.ko:
+kernel/net/ipv6/ip6_udp_tunnel.ko:
+kernel/drivers/infiniband/core/ib_uverbs.ko: kernel/drivers/infiniband/core/ib_core.ko
+kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko: kernel/drivers/infiniband/core/ib_uverbs.ko kernel/drivers/infiniband/core/ib_core.ko kernel/net/ipv6/ip6_udp_tunnel.ko kernel/net/ipv4/udp_tunnel.ko
+`
+
+func TestResolveOrdersDependenciesFirst(t *testing.T) {
+	idx, err := LoadModuleIndex(writeDep(t, debian61Dep))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := idx.Resolve(RxeModules...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"kernel/crypto/crc32_generic.ko",
+		"kernel/drivers/infiniband/core/ib_core.ko",
+		"kernel/drivers/infiniband/core/ib_uverbs.ko",
+		"kernel/net/ipv6/ip6_udp_tunnel.ko",
+		"kernel/net/ipv4/udp_tunnel.ko",
+		"kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko",
+		"kernel/drivers/net/veth.ko",
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("load order (-want +got):\n%s", d)
+	}
+}
+
+func TestResolveCompressedAndDashedNames(t *testing.T) {
+	idx, err := LoadModuleIndex(writeDep(t, "kernel/a/ib-core.ko.xz:\nkernel/b/rdma_rxe.ko.xz: kernel/a/ib-core.ko.xz\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := idx.Resolve("rdma-rxe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"kernel/a/ib-core.ko.xz", "kernel/b/rdma_rxe.ko.xz"}, got); d != "" {
+		t.Fatal(d)
+	}
+}
+
+func TestResolveMissingModule(t *testing.T) {
+	idx, err := LoadModuleIndex(writeDep(t, "kernel/b/rdma_rxe.ko: kernel/a/ib_core.ko\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := idx.Resolve("rdma_rxe"); err == nil {
+		t.Fatal("a dependency missing from modules.dep was not reported")
+	}
+	if _, err := idx.Resolve("nosuch"); err == nil {
+		t.Fatal("an unknown module was not reported")
+	}
+}
+
+func TestLoadModuleIndexWithoutDepmod(t *testing.T) {
+	if _, err := LoadModuleIndex(t.TempDir()); err == nil {
+		t.Fatal("a tree without modules.dep was accepted")
+	}
+}

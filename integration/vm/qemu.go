@@ -1,0 +1,170 @@
+package vm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// EnvKVM set to 1 boots with KVM. TCG is the default: on nested hosts like
+// the ones this project is built on, -enable-kvm hangs after decompression.
+const EnvKVM = "RXEVM_KVM"
+
+// Boot is one QEMU run of an initramfs.
+type Boot struct {
+	Kernel  string        // vmlinuz
+	Initrd  string        // the cpio written by Image.Build
+	Dir     string        // where console.log is written
+	Timeout time.Duration // the whole run, boot included
+	MemMB   int           // guest memory; 0 means 2048
+	CPUs    int           // 0 means 2 (with 1, a polling process starves rxe's kernel work)
+	KVM     bool
+	Output  io.Writer // the tests' output, markers removed
+	Log     io.Writer // harness messages and console excerpts on failure
+}
+
+// Result is what a boot proved.
+type Result struct {
+	Status   int    // the guest's exit status; meaningful only when Finished
+	Finished bool   // the exit marker was seen
+	Oops     string // the first kernel oops/BUG/panic line on the console, if any
+	Console  string // path of the kernel console log
+}
+
+// kernelTrouble matches console lines that make a run fail whatever the
+// tests printed.
+var kernelTrouble = regexp.MustCompile(`(Oops|BUG:|Kernel panic|general protection fault|KASAN:|UBSAN:)`)
+
+// Run boots the VM and waits until it powers off, the timeout passes or ctx
+// ends. Only the exit marker counts as finishing: a panic, a reboot or a
+// hang without it is reported as not Finished.
+func (b *Boot) Run(ctx context.Context) (Result, error) {
+	mem, cpus := b.MemMB, b.CPUs
+	if mem == 0 {
+		mem = 2048
+	}
+	if cpus == 0 {
+		cpus = 2
+	}
+	console := filepath.Join(b.Dir, "console.log")
+	args := []string{
+		"-m", strconv.Itoa(mem), "-smp", strconv.Itoa(cpus),
+		"-kernel", b.Kernel, "-initrd", b.Initrd,
+		"-append", "console=ttyS0 quiet loglevel=4 panic=-1 rdinit=/init",
+		"-nodefaults", "-display", "none", "-no-reboot",
+		"-serial", "file:" + console, // ttyS0: the kernel
+		"-serial", "stdio", // ttyS1: the tests
+	}
+	if b.KVM {
+		args = append([]string{"-enable-kvm", "-cpu", "host"}, args...)
+	} else {
+		args = append([]string{"-accel", "tcg", "-cpu", "max"}, args...)
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
+	cmd.Stdin = nil
+	var qemuErr bytes.Buffer
+	cmd.Stderr = &qemuErr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return Result{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return Result{}, fmt.Errorf("rxevm: start qemu: %w", err)
+	}
+	res := Result{Console: console}
+	tail := &lastLines{n: 30}
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		if rest, ok := strings.CutPrefix(line, ExitMarker+" "); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(rest)); err == nil {
+				res.Status, res.Finished = n, true
+			}
+			continue
+		}
+		if line == StartMarker {
+			continue
+		}
+		tail.add(line)
+		fmt.Fprintln(b.Output, line)
+	}
+	waitErr := cmd.Wait()
+	res.Oops = firstMatch(console, kernelTrouble)
+	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
+	switch {
+	case timedOut:
+		err = fmt.Errorf("rxevm: the VM did not finish within %v", b.Timeout)
+	case !res.Finished:
+		err = fmt.Errorf("rxevm: the guest never printed its exit marker (qemu: %v %s)", waitErr, strings.TrimSpace(qemuErr.String()))
+	case res.Oops != "":
+		err = fmt.Errorf("rxevm: kernel trouble on the console: %s", res.Oops)
+	}
+	if err != nil || res.Status != 0 {
+		fmt.Fprintf(b.Log, "rxevm: last lines of the kernel console (%s):\n", console)
+		printTail(b.Log, console, 40)
+		if err != nil {
+			fmt.Fprintf(b.Log, "rxevm: last lines of the guest output:\n%s", tail)
+		}
+	}
+	return res, err
+}
+
+type lastLines struct {
+	n     int
+	lines []string
+}
+
+func (l *lastLines) add(s string) {
+	l.lines = append(l.lines, s)
+	if len(l.lines) > l.n {
+		l.lines = l.lines[1:]
+	}
+}
+
+func (l *lastLines) String() string {
+	if len(l.lines) == 0 {
+		return "  (none)\n"
+	}
+	return "  " + strings.Join(l.lines, "\n  ") + "\n"
+}
+
+func firstMatch(path string, re *regexp.Regexp) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if re.MatchString(line) {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}
+
+func printTail(w io.Writer, path string, n int) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintf(w, "  (%v)\n", err)
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	for _, l := range lines {
+		fmt.Fprintf(w, "  %s\n", strings.TrimRight(l, "\r"))
+	}
+}

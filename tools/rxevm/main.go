@@ -1,0 +1,286 @@
+// Command rxevm runs programs and tests against real rdma_rxe inside a QEMU
+// VM booted with Debian's kernel, for hosts whose own kernel has no
+// InfiniBand support.
+//
+//	rxevm setup                         install qemu, fetch and cache the kernel and rdma-core's tools
+//	rxevm exec BINARY [ARGS...]         run a test binary in the VM (for go test -exec)
+//	rxevm run [-topology T] -- CMD...   run guest commands, e.g. /usr/local/bin/rxe-info
+//	rxevm host-setup [-topology T]      build the same topology on this host (needs rdma_rxe here)
+//	rxevm host-teardown [-topology T]   remove it again
+//
+// Every Go program under tools/ is built statically into the image at
+// /usr/local/bin; rdma-core's C tools (ibv_rc_pingpong, perftest, ...) are
+// at /usr/bin. The exit status is the guest's.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pureverbs/pureverbs/integration/topology"
+	"github.com/pureverbs/pureverbs/integration/vm"
+)
+
+func usage() {
+	fmt.Fprintln(os.Stderr, `usage:
+  rxevm setup
+  rxevm exec BINARY [ARGS...]
+  rxevm run [-topology veth|loopback] [-timeout D] -- GUEST-COMMAND [ARGS...]
+  rxevm host-setup [-topology veth|loopback]
+  rxevm host-teardown [-topology veth|loopback]
+environment: RXEVM_CACHE, RXEVM_KERNEL + RXEVM_MODULES, RXEVM_KVM=1, RXEVM_TOPOLOGY, RXEVM_TIMEOUT, RXEVM_MEM (MiB)`)
+	os.Exit(2)
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	var (
+		status int
+		err    error
+	)
+	switch os.Args[1] {
+	case "setup":
+		err = setup()
+	case "exec":
+		if len(os.Args) < 3 {
+			usage()
+		}
+		status, err = execTest(ctx, os.Args[2], os.Args[3:])
+	case "run":
+		status, err = runCommands(ctx, os.Args[2:])
+	case "host-setup", "host-teardown":
+		fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+		topo := fs.String("topology", envOr("RXEVM_TOPOLOGY", "veth"), "topology to build")
+		fs.Parse(os.Args[2:])
+		if os.Args[1] == "host-setup" {
+			var eps []topology.Endpoint
+			if eps, err = topology.Setup(topology.Kind(*topo)); err == nil {
+				for _, e := range eps {
+					fmt.Printf("%s on %s %s\n", e.RDMA, e.Netdev, e.Addr.String())
+				}
+			}
+		} else {
+			err = topology.Teardown(topology.Kind(*topo))
+		}
+	default:
+		usage()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		if status == 0 {
+			status = 1
+		}
+	}
+	os.Exit(status)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func setup() error {
+	c, err := vm.DefaultCache(os.Stderr)
+	if err != nil {
+		return err
+	}
+	if err := c.EnsureHostTools(); err != nil {
+		return err
+	}
+	k, err := c.Kernel()
+	if err != nil {
+		return err
+	}
+	peers, err := c.Peers()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "rxevm: kernel %s\nrxevm: modules %s\nrxevm: rdma-core tools %s\n", k.Image, k.Modules, peers)
+	return nil
+}
+
+// prepared is a cache with everything a boot needs.
+type prepared struct {
+	cache  *vm.Cache
+	kernel vm.Kernel
+	peers  string
+	bin    string // static Go binaries: guestinit and tools
+	tools  []string
+}
+
+func prepare() (*prepared, error) {
+	c, err := vm.DefaultCache(os.Stderr)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.EnsureHostTools(); err != nil {
+		return nil, err
+	}
+	p := &prepared{cache: c, bin: filepath.Join(c.Dir, "bin")}
+	if p.kernel, err = c.Kernel(); err != nil {
+		return nil, err
+	}
+	if p.peers, err = c.Peers(); err != nil {
+		return nil, err
+	}
+	return p, p.buildGo()
+}
+
+// buildGo builds guestinit and every command under tools/ (but rxevm) as
+// static binaries; Go's build cache makes repeat runs cheap.
+func (p *prepared) buildGo() error {
+	root, err := vm.ModuleRoot()
+	if err != nil {
+		return err
+	}
+	list := exec.Command("go", "list", "-f", "{{if eq .Name \"main\"}}{{.ImportPath}}{{end}}", "./tools/...")
+	list.Dir = root
+	out, err := list.Output()
+	if err != nil {
+		return fmt.Errorf("rxevm: go list ./tools/...: %w", err)
+	}
+	pkgs := []string{"./integration/vm/guestinit"}
+	for _, pkg := range strings.Fields(string(out)) {
+		if filepath.Base(pkg) != "rxevm" {
+			pkgs = append(pkgs, pkg)
+			p.tools = append(p.tools, filepath.Base(pkg))
+		}
+	}
+	if err := os.RemoveAll(p.bin); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(p.bin, 0o755); err != nil {
+		return err
+	}
+	build := exec.Command("go", append([]string{"build", "-trimpath", "-o", p.bin + "/"}, pkgs...)...)
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("rxevm: go build %s: %w", strings.Join(pkgs, " "), err)
+	}
+	return nil
+}
+
+// boot builds an image around plan and files and runs it.
+func (p *prepared) boot(ctx context.Context, plan *vm.Plan, files map[string]string, timeout time.Duration) (int, error) {
+	runs := filepath.Join(p.cache.Dir, "runs")
+	if err := os.MkdirAll(runs, 0o755); err != nil {
+		return 1, err
+	}
+	dir, err := os.MkdirTemp(runs, "run-")
+	if err != nil {
+		return 1, err
+	}
+	for _, t := range p.tools {
+		files["/usr/local/bin/"+t] = filepath.Join(p.bin, t)
+	}
+	im := vm.Image{
+		Init:    filepath.Join(p.bin, "guestinit"),
+		Plan:    plan,
+		Kernel:  p.kernel,
+		Peers:   p.peers,
+		Files:   files,
+		Modules: vm.RxeModules,
+	}
+	initrd := filepath.Join(dir, "initrd.cpio")
+	if err := im.Build(initrd); err != nil {
+		return 1, err
+	}
+	mem := 0
+	fmt.Sscan(os.Getenv("RXEVM_MEM"), &mem)
+	b := vm.Boot{
+		Kernel: p.kernel.Image, Initrd: initrd, Dir: dir, Timeout: timeout, MemMB: mem,
+		KVM: os.Getenv(vm.EnvKVM) == "1", Output: os.Stdout, Log: os.Stderr,
+	}
+	res, err := b.Run(ctx)
+	if err == nil && res.Status == 0 {
+		os.RemoveAll(dir)
+		return 0, nil
+	}
+	os.Remove(initrd) // keep console.log for a look, not the image
+	if err != nil {
+		return 1, err
+	}
+	return res.Status, fmt.Errorf("rxevm: guest exit status %d (console: %s)", res.Status, res.Console)
+}
+
+func topologyFromEnv() vm.Topology { return vm.Topology(envOr("RXEVM_TOPOLOGY", string(vm.TopologyVeth))) }
+
+// vmTimeout is the test binary's own -test.timeout plus room for the boot.
+func vmTimeout(args []string) time.Duration {
+	if v := os.Getenv("RXEVM_TIMEOUT"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			return d
+		}
+	}
+	d := 10 * time.Minute
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "-test.timeout="); ok {
+			if t, err := time.ParseDuration(v); err == nil && t > 0 {
+				d = t
+			}
+		}
+	}
+	return d + 3*time.Minute
+}
+
+func execTest(ctx context.Context, binary string, args []string) (int, error) {
+	p, err := prepare()
+	if err != nil {
+		return 1, err
+	}
+	guest := "/rxevm/bin/" + filepath.Base(binary)
+	timeout := vmTimeout(args)
+	plan := &vm.Plan{
+		Topology: topologyFromEnv(),
+		Commands: []vm.Command{{Path: guest, Args: args, Timeout: vm.Duration(timeout - 2*time.Minute)}},
+		Env:      passEnv(),
+	}
+	return p.boot(ctx, plan, map[string]string{guest: binary}, timeout)
+}
+
+// passEnv forwards the RXEVM_* settings tests read (e.g. RXEVM_SOAK) into the guest.
+func passEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "RXEVM_") && !strings.HasPrefix(kv, "RXEVM_TOPOLOGY=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func runCommands(ctx context.Context, args []string) (int, error) {
+	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	topo := fs.String("topology", string(topologyFromEnv()), "veth or loopback")
+	timeout := fs.Duration("timeout", 5*time.Minute, "limit for the whole VM run")
+	fs.Parse(args)
+	if fs.NArg() == 0 {
+		return 2, errors.New("rxevm run: no guest command given")
+	}
+	p, err := prepare()
+	if err != nil {
+		return 1, err
+	}
+	plan := &vm.Plan{
+		Topology: vm.Topology(*topo),
+		Commands: []vm.Command{{Path: fs.Arg(0), Args: fs.Args()[1:], Timeout: vm.Duration(*timeout - time.Minute)}},
+		Env:      passEnv(),
+	}
+	return p.boot(ctx, plan, map[string]string{}, *timeout)
+}
