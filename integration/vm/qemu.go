@@ -85,22 +85,7 @@ func (b *Boot) Run(ctx context.Context) (Result, error) {
 	}
 	res := Result{Console: console}
 	tail := &lastLines{n: 30}
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		line := strings.TrimRight(sc.Text(), "\r")
-		if rest, ok := strings.CutPrefix(line, ExitMarker+" "); ok {
-			if n, err := strconv.Atoi(strings.TrimSpace(rest)); err == nil {
-				res.Status, res.Finished = n, true
-			}
-			continue
-		}
-		if line == StartMarker {
-			continue
-		}
-		tail.add(line)
-		fmt.Fprintln(b.Output, line)
-	}
+	res.Status, res.Finished = readGuest(stdout, b.Output, tail)
 	waitErr := cmd.Wait()
 	res.Oops = firstMatch(console, kernelTrouble)
 	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
@@ -120,6 +105,28 @@ func (b *Boot) Run(ctx context.Context) (Result, error) {
 		}
 	}
 	return res, err
+}
+
+// readGuest copies the guest's output to out, minus the markers, and
+// returns the status from the exit marker, if one came.
+func readGuest(r io.Reader, out io.Writer, tail *lastLines) (status int, finished bool) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		if rest, ok := strings.CutPrefix(line, ExitMarker+" "); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(rest)); err == nil {
+				status, finished = n, true
+			}
+			continue
+		}
+		if line == StartMarker {
+			continue
+		}
+		tail.add(line)
+		fmt.Fprintln(out, line)
+	}
+	return status, finished
 }
 
 type lastLines struct {

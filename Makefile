@@ -1,0 +1,80 @@
+# pureverbs — see README.md. `make demo` and `make test` each set up what
+# they need (qemu, Debian's kernel, rdma-core's tools), cached in .cache/.
+
+GO      ?= go
+CACHE   ?= $(CURDIR)/.cache/rxevm
+RXEVM   := $(CACHE)/rxevm-host
+RUN     ?= .
+# go test's own limit for the test binary inside the VM.
+ITIMEOUT ?= 20m
+export RXEVM_CACHE := $(CACHE)
+
+.PHONY: all setup demo test check unit itest itest-selfcheck soak bench bench-vm test-host rxevm
+
+all: test
+
+$(RXEVM): FORCE
+	@mkdir -p $(CACHE)
+	@$(GO) build -o $(RXEVM) ./tools/rxevm
+
+FORCE:
+
+rxevm: $(RXEVM)
+
+## setup: install qemu and kmod if missing, fetch and unpack the kernel and rdma-core's tools
+setup: $(RXEVM)
+	$(RXEVM) setup
+
+## demo: boot the VM, make rxe links on a veth pair, list devices, ports and GIDs with pureverbs
+demo: setup
+	$(RXEVM) run -- /usr/local/bin/rxe-info
+
+## test: static checks, host unit tests (race detector), then the VM integration tests
+test: check unit itest itest-selfcheck
+
+## check: cgo-free, gofmt-clean, vet-clean on amd64 and arm64
+check:
+	@if git ls-files '*.go' | xargs grep -lE '^[[:space:]]*import[[:space:]]+"C"|^[[:space:]]*"C"$$'; then \
+		echo 'a package imports "C": pureverbs is cgo-free'; exit 1; fi
+	@out=$$(git ls-files -co --exclude-standard '*.go' | xargs gofmt -l); \
+		if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
+	CGO_ENABLED=0 $(GO) build ./...
+	$(GO) vet ./...
+	GOARCH=arm64 $(GO) vet ./...
+	$(GO) vet -tags integration ./integration/
+
+## unit: host tests (no RDMA needed); netpoll's namespace tests need root
+unit:
+	$(GO) test -race -count=1 ./...
+
+## itest: the integration tests inside the VM; RUN=regexp picks tests by name
+itest: setup
+	CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 -timeout $(ITIMEOUT) \
+		-exec '$(RXEVM) exec' -run '$(RUN)' -v ./integration/
+
+## itest-selfcheck: a deliberately failing test must make the harness fail, visibly
+itest-selfcheck: setup
+	@out=$$(RXEVM_SELFCHECK=1 CGO_ENABLED=0 $(GO) test -tags integration -count=1 \
+		-exec '$(RXEVM) exec' -run '^TestHarnessSelfcheck$$' -v ./integration/ 2>&1); rc=$$?; \
+	if [ $$rc -eq 0 ]; then echo "$$out"; echo "selfcheck: a failing test passed through the harness"; exit 1; fi; \
+	if ! echo "$$out" | grep -q 'deliberate failure seen by the harness'; then \
+		echo "$$out"; echo "selfcheck: the failure was not shown"; exit 1; fi; \
+	echo "selfcheck: a failing integration test fails the run (exit $$rc) and shows its message"
+
+## soak: the long message-stream tests
+soak: setup
+	RXEVM_SOAK=1 $(MAKE) itest RUN='$(or $(SOAKRUN),Soak)' ITIMEOUT=60m
+
+## bench: host benchmarks (simulated rings, netpoll)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## bench-vm: Go and C side by side in one VM boot
+bench-vm: setup
+	RXEVM_BENCH=1 $(MAKE) itest RUN='Bench|SideBySide'
+
+## test-host: the integration tests on this machine, when it has rdma_rxe itself (no VM)
+test-host:
+	$(GO) run ./tools/rxevm host-setup
+	$(GO) test -tags integration -count=1 -p 1 -run '$(RUN)' -v ./integration/; rc=$$?; \
+		$(GO) run ./tools/rxevm host-teardown; exit $$rc

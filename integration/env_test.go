@@ -1,0 +1,109 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// devices returns the rxe devices the harness created (RXEVM_DEVICES), and
+// fails the test when there are fewer than want: an integration test never
+// silently skips inside the VM.
+func devices(t testing.TB, want int) []string {
+	t.Helper()
+	devs := strings.Fields(os.Getenv("RXEVM_DEVICES"))
+	if len(devs) == 0 {
+		devs = []string{"rxe0", "rxe1"} // make test-host builds the veth layout
+	}
+	if len(devs) < want {
+		t.Fatalf("this test needs %d rxe devices, the topology has %v", want, devs)
+	}
+	return devs
+}
+
+// peer is a program run inside the VM with a hard deadline: a broken rxe
+// path hangs rather than fails, so nothing is started without one.
+type peer struct {
+	name string
+	cmd  *exec.Cmd
+	out  lockedBuffer
+	done chan struct{}
+	err  error
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startPeer starts name with args, killed after limit or at test cleanup.
+func startPeer(t testing.TB, limit time.Duration, name string, args ...string) *peer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	p := &peer{name: name, done: make(chan struct{})}
+	p.cmd = exec.CommandContext(ctx, name, args...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	if err := p.cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		if ctx.Err() != nil {
+			p.err = ctx.Err()
+		}
+		cancel()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-p.done
+	})
+	return p
+}
+
+// wait returns the peer's output once it exits, failing the test when it
+// exited non-zero or ran out of time.
+func (p *peer) wait(t testing.TB) string {
+	t.Helper()
+	<-p.done
+	out := p.out.String()
+	if p.err != nil {
+		t.Fatalf("%s %s: %v\n%s", p.name, strings.Join(p.cmd.Args[1:], " "), p.err, out)
+	}
+	return out
+}
+
+// runPeer runs a program to completion within limit and returns its output.
+func runPeer(t testing.TB, limit time.Duration, name string, args ...string) string {
+	t.Helper()
+	return startPeer(t, limit, name, args...).wait(t)
+}
+
+// TestHarnessSelfcheck fails on purpose when RXEVM_SELFCHECK=1, so that
+// `make itest-selfcheck` can prove a failing test fails the whole run.
+func TestHarnessSelfcheck(t *testing.T) {
+	if os.Getenv("RXEVM_SELFCHECK") != "1" {
+		t.Skip("runs only under make itest-selfcheck (RXEVM_SELFCHECK=1)")
+	}
+	t.Fatal("deliberate failure seen by the harness")
+}

@@ -1,0 +1,59 @@
+package vm
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestReadGuestStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		in       string
+		status   int
+		finished bool
+		out      string
+	}{
+		{"pass", StartMarker + "\r\n=== RUN TestX\r\nPASS\r\n\r\n" + ExitMarker + " 0\r\n", 0, true, "=== RUN TestX\nPASS\n\n"},
+		{"fail", StartMarker + "\n--- FAIL: TestX\n" + ExitMarker + " 1\n", 1, true, "--- FAIL: TestX\n"},
+		// A guest that died (panic, oops, reset) never prints the marker.
+		{"no marker", StartMarker + "\npanic: boom\n", 0, false, "panic: boom\n"},
+		{"garbled marker", ExitMarker + " x\n", 0, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out strings.Builder
+			status, finished := readGuest(strings.NewReader(tc.in), &out, &lastLines{n: 3})
+			if status != tc.status || finished != tc.finished {
+				t.Errorf("got status %d finished %v, want %d %v", status, finished, tc.status, tc.finished)
+			}
+			if out.String() != tc.out {
+				t.Errorf("output %q, want %q", out.String(), tc.out)
+			}
+		})
+	}
+}
+
+func TestKernelTroubleOnConsole(t *testing.T) {
+	dir := t.TempDir()
+	clean := filepath.Join(dir, "clean.log")
+	oops := filepath.Join(dir, "oops.log")
+	os.WriteFile(clean, []byte("[    1.0] rdma_rxe: loaded\n[    2.0] WARNING-free boot\n"), 0o644)
+	os.WriteFile(oops, []byte("[    1.0] ok\n[    3.1] BUG: kernel NULL pointer dereference, address: 0000000000000008\n"), 0o644)
+	if got := firstMatch(clean, kernelTrouble); got != "" {
+		t.Errorf("clean console flagged: %q", got)
+	}
+	if got := firstMatch(oops, kernelTrouble); !strings.Contains(got, "NULL pointer") {
+		t.Errorf("oops not found, got %q", got)
+	}
+}
+
+func TestLastLinesKeepsTheTail(t *testing.T) {
+	l := &lastLines{n: 2}
+	for _, s := range []string{"a", "b", "c"} {
+		l.add(s)
+	}
+	if got := l.String(); got != "  b\n  c\n" {
+		t.Errorf("tail %q", got)
+	}
+}
