@@ -9,7 +9,7 @@ RUN     ?= .
 ITIMEOUT ?= 20m
 export RXEVM_CACHE := $(CACHE)
 
-.PHONY: all setup demo test check unit itest itest-selfcheck soak bench bench-vm test-host rxevm
+.PHONY: all setup demo test check unit itest itest-twovm itest-selfcheck soak bench bench-vm test-host rxevm
 
 all: test
 
@@ -30,7 +30,7 @@ demo: setup
 	$(RXEVM) run -- /usr/local/bin/rxe-info
 
 ## test: static checks, host unit tests (race detector), then the VM integration tests
-test: check unit itest itest-selfcheck
+test: check unit itest itest-twovm itest-selfcheck
 
 ## check: cgo-free, gofmt-clean, vet-clean on amd64 and arm64
 check:
@@ -51,6 +51,11 @@ unit:
 itest: setup
 	CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 -timeout $(ITIMEOUT) \
 		-exec '$(RXEVM) exec' -run '$(RUN)' -v ./integration/
+
+## itest-twovm: the tests written for two hosts, on two VMs joined by a QEMU socket netdev
+itest-twovm: setup
+	RXEVM_TOPOLOGY=twovm CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 -timeout $(ITIMEOUT) \
+		-exec '$(RXEVM) exec' -run 'TwoVM' -v ./integration/
 
 ## itest-selfcheck: a deliberately failing test must make the harness fail, visibly
 itest-selfcheck: setup

@@ -35,7 +35,23 @@ const (
 	// Loopback: the same veth pair with rxe0 on veth0 only; QPs talk to
 	// rxe0's own GID.
 	Loopback Kind = "loopback"
+	// TwoVMA and TwoVMB are the two hosts of a two-VM run: rxe0 on the VM's
+	// virtio NIC, 10.99.1.1/24 on A and 10.99.1.2/24 on B, the NICs joined
+	// by a QEMU socket netdev.
+	TwoVMA Kind = "twovm-a"
+	TwoVMB Kind = "twovm-b"
 )
+
+// Peer returns the address of the other host in a two-VM layout.
+func Peer(k Kind) net.IP {
+	switch k {
+	case TwoVMA:
+		return net.IPv4(10, 99, 1, 2)
+	case TwoVMB:
+		return net.IPv4(10, 99, 1, 1)
+	}
+	return nil
+}
 
 // Endpoints returns the rxe devices a layout creates.
 func Endpoints(k Kind) ([]Endpoint, error) {
@@ -46,6 +62,16 @@ func Endpoints(k Kind) ([]Endpoint, error) {
 		return []Endpoint{e0, e1}, nil
 	case Loopback:
 		return []Endpoint{e0}, nil
+	case TwoVMA, TwoVMB:
+		nic, err := firstNIC()
+		if err != nil {
+			return nil, err
+		}
+		addr := "10.99.1.1/24"
+		if k == TwoVMB {
+			addr = "10.99.1.2/24"
+		}
+		return []Endpoint{{RDMA: "rxe0", Netdev: nic, Addr: ipnet(addr)}}, nil
 	}
 	return nil, fmt.Errorf("topology: unknown kind %q (want %q or %q)", k, Veth, Loopback)
 }
@@ -72,11 +98,14 @@ func Setup(k Kind) ([]Endpoint, error) {
 			return nil, fmt.Errorf("topology: lo up: %w", err)
 		}
 	}
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "veth0", MTU: 1500}, PeerName: "veth1"}
-	if err := netlink.LinkAdd(veth); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("topology: add veth0/veth1: %w", err)
+	all := eps
+	if k != TwoVMA && k != TwoVMB {
+		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "veth0", MTU: 1500}, PeerName: "veth1"}
+		if err := netlink.LinkAdd(veth); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("topology: add veth0/veth1: %w", err)
+		}
+		all = []Endpoint{{Netdev: "veth0", Addr: ipnet("10.99.0.1/24")}, {Netdev: "veth1", Addr: ipnet("10.99.0.2/24")}}
 	}
-	all := []Endpoint{{Netdev: "veth0", Addr: ipnet("10.99.0.1/24")}, {Netdev: "veth1", Addr: ipnet("10.99.0.2/24")}}
 	for _, e := range all {
 		if err := upWithAddr(e); err != nil {
 			return nil, err
@@ -93,6 +122,27 @@ func Setup(k Kind) ([]Endpoint, error) {
 		}
 	}
 	return eps, nil
+}
+
+// firstNIC finds the VM's virtio network device, waiting briefly for the
+// driver to register it.
+func firstNIC() (string, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		links, err := netlink.LinkList()
+		if err != nil {
+			return "", fmt.Errorf("topology: list links: %w", err)
+		}
+		for _, l := range links {
+			if l.Type() == "device" && l.Attrs().Name != "lo" && len(l.Attrs().HardwareAddr) == 6 {
+				return l.Attrs().Name, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", errors.New("topology: no network device besides lo (is virtio_net loaded?)")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func upWithAddr(e Endpoint) error {
@@ -163,6 +213,9 @@ func Teardown(k Kind) error {
 		if l, err := netlink.RdmaLinkByName(e.RDMA); err == nil {
 			errs = append(errs, netlink.RdmaLinkDel(l.Attrs.Name))
 		}
+	}
+	if k == TwoVMA || k == TwoVMB {
+		return errors.Join(errs...)
 	}
 	if l, err := netlink.LinkByName("veth0"); err == nil {
 		errs = append(errs, netlink.LinkDel(l))

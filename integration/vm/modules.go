@@ -16,6 +16,9 @@ import (
 // Without it, adding an rxe link fails with ENOENT.
 var RxeModules = []string{"crc32_generic", "rdma_rxe", "veth"}
 
+// NICModules drive the virtio NIC of a two-VM run.
+var NICModules = []string{"virtio_pci", "virtio_net"}
+
 // ModuleIndex is a kernel's modules.dep, keyed by module name.
 type ModuleIndex struct {
 	dir  string              // the lib/modules/<version> directory

@@ -37,6 +37,11 @@ const (
 	// TopologyLoopback: one veth pair, rxe0 on veth0 only; both QPs live on
 	// rxe0 and talk to its own GID.
 	TopologyLoopback Topology = "loopback"
+	// TopologyTwoVM boots two VMs whose virtio NICs are joined by a QEMU
+	// socket netdev; each runs the same commands with RXEVM_ROLE=a or b and
+	// RXEVM_PEER set to the other's address. The guests see "twovm-a" and
+	// "twovm-b".
+	TopologyTwoVM Topology = "twovm"
 )
 
 // Command is one program the guest runs, with its output streamed to the

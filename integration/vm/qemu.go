@@ -29,6 +29,7 @@ type Boot struct {
 	MemMB   int           // guest memory; 0 means 2048
 	CPUs    int           // 0 means 2 (with 1, a polling process starves rxe's kernel work)
 	KVM     bool
+	Extra   []string  // more QEMU arguments (the two-VM network)
 	Output  io.Writer // the tests' output, markers removed
 	Log     io.Writer // harness messages and console excerpts on failure
 }
@@ -65,6 +66,7 @@ func (b *Boot) Run(ctx context.Context) (Result, error) {
 		"-serial", "file:" + console, // ttyS0: the kernel
 		"-serial", "stdio", // ttyS1: the tests
 	}
+	args = append(args, b.Extra...)
 	if b.KVM {
 		args = append([]string{"-enable-kvm", "-cpu", "host"}, args...)
 	} else {

@@ -18,6 +18,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -33,7 +35,7 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
   rxevm setup
   rxevm exec BINARY [ARGS...]
-  rxevm run [-topology veth|loopback] [-timeout D] -- GUEST-COMMAND [ARGS...]
+  rxevm run [-topology veth|loopback|twovm] [-timeout D] -- GUEST-COMMAND [ARGS...]
   rxevm host-setup [-topology veth|loopback]
   rxevm host-teardown [-topology veth|loopback]
 environment: RXEVM_CACHE, RXEVM_KERNEL + RXEVM_MODULES, RXEVM_KVM=1, RXEVM_TOPOLOGY, RXEVM_TIMEOUT, RXEVM_MEM (MiB)`)
@@ -176,8 +178,51 @@ func (p *prepared) buildGo() error {
 	return nil
 }
 
-// boot builds an image around plan and files and runs it.
+// boot builds an image around plan and files and runs it; a two-VM plan
+// boots a pair.
 func (p *prepared) boot(ctx context.Context, plan *vm.Plan, files map[string]string, timeout time.Duration) (int, error) {
+	for _, t := range p.tools {
+		files["/usr/local/bin/"+t] = filepath.Join(p.bin, t)
+	}
+	if plan.Topology != vm.TopologyTwoVM {
+		return p.bootOne(ctx, *plan, files, timeout, nil, os.Stdout)
+	}
+	return p.bootPair(ctx, *plan, files, timeout)
+}
+
+// bootPair runs the plan on two VMs joined by a QEMU socket netdev: A
+// listens on a loopback port and B connects to it. The run's status is the
+// worse of the two.
+func (p *prepared) bootPair(ctx context.Context, plan vm.Plan, files map[string]string, timeout time.Duration) (int, error) {
+	port, err := freePort()
+	if err != nil {
+		return 1, err
+	}
+	nic := func(mode, mac string) []string {
+		return []string{"-netdev", fmt.Sprintf("socket,id=n0,%s=127.0.0.1:%d", mode, port),
+			"-device", "virtio-net-pci,netdev=n0,mac=" + mac}
+	}
+	type result struct {
+		status int
+		err    error
+	}
+	a := make(chan result, 1)
+	planA, planB := plan, plan
+	planA.Topology, planB.Topology = vm.Topology("twovm-a"), vm.Topology("twovm-b")
+	go func() {
+		s, err := p.bootOne(ctx, planA, files, timeout, nic("listen", "52:54:00:99:01:01"), os.Stdout)
+		a <- result{s, err}
+	}()
+	if err := waitListening(port, 30*time.Second); err != nil {
+		return 1, err
+	}
+	sb, errB := p.bootOne(ctx, planB, files, timeout, nic("connect", "52:54:00:99:01:02"), &prefixWriter{prefix: "[vm b] ", w: os.Stdout})
+	ra := <-a
+	status := max(ra.status, sb)
+	return status, errors.Join(ra.err, errB)
+}
+
+func (p *prepared) bootOne(ctx context.Context, plan vm.Plan, files map[string]string, timeout time.Duration, extra []string, out io.Writer) (int, error) {
 	runs := filepath.Join(p.cache.Dir, "runs")
 	if err := os.MkdirAll(runs, 0o755); err != nil {
 		return 1, err
@@ -186,16 +231,17 @@ func (p *prepared) boot(ctx context.Context, plan *vm.Plan, files map[string]str
 	if err != nil {
 		return 1, err
 	}
-	for _, t := range p.tools {
-		files["/usr/local/bin/"+t] = filepath.Join(p.bin, t)
+	modules := vm.RxeModules
+	if extra != nil {
+		modules = append(append([]string{}, vm.NICModules...), vm.RxeModules...)
 	}
 	im := vm.Image{
 		Init:    filepath.Join(p.bin, "guestinit"),
-		Plan:    plan,
+		Plan:    &plan,
 		Kernel:  p.kernel,
 		Peers:   p.peers,
 		Files:   files,
-		Modules: vm.RxeModules,
+		Modules: modules,
 	}
 	initrd := filepath.Join(dir, "initrd.cpio")
 	if err := im.Build(initrd); err != nil {
@@ -205,7 +251,7 @@ func (p *prepared) boot(ctx context.Context, plan *vm.Plan, files map[string]str
 	fmt.Sscan(os.Getenv("RXEVM_MEM"), &mem)
 	b := vm.Boot{
 		Kernel: p.kernel.Image, Initrd: initrd, Dir: dir, Timeout: timeout, MemMB: mem,
-		KVM: os.Getenv(vm.EnvKVM) == "1", Output: os.Stdout, Log: os.Stderr,
+		KVM: os.Getenv(vm.EnvKVM) == "1", Output: out, Log: os.Stderr, Extra: extra,
 	}
 	res, err := b.Run(ctx)
 	if err == nil && res.Status == 0 {
@@ -219,7 +265,59 @@ func (p *prepared) boot(ctx context.Context, plan *vm.Plan, files map[string]str
 	return res.Status, fmt.Errorf("rxevm: guest exit status %d (console: %s)", res.Status, res.Console)
 }
 
-func topologyFromEnv() vm.Topology { return vm.Topology(envOr("RXEVM_TOPOLOGY", string(vm.TopologyVeth))) }
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitListening waits until a TCP socket listens on 127.0.0.1:port, reading
+// /proc/net/tcp rather than connecting (QEMU's socket netdev takes the first
+// connection as its peer).
+func waitListening(port int, limit time.Duration) error {
+	want := fmt.Sprintf("0100007F:%04X", port)
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		b, _ := os.ReadFile("/proc/net/tcp")
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) > 3 && f[1] == want && f[3] == "0A" {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("rxevm: VM A never listened on 127.0.0.1:%d", port)
+}
+
+// prefixWriter marks the second VM's lines.
+type prefixWriter struct {
+	prefix string
+	w      io.Writer
+	mid    bool
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	var buf []byte
+	for _, c := range b {
+		if !p.mid {
+			buf = append(buf, p.prefix...)
+		}
+		buf = append(buf, c)
+		p.mid = c != '\n'
+	}
+	if _, err := p.w.Write(buf); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+func topologyFromEnv() vm.Topology {
+	return vm.Topology(envOr("RXEVM_TOPOLOGY", string(vm.TopologyVeth)))
+}
 
 // vmTimeout is the test binary's own -test.timeout plus room for the boot.
 func vmTimeout(args []string) time.Duration {
@@ -267,7 +365,7 @@ func passEnv() []string {
 
 func runCommands(ctx context.Context, args []string) (int, error) {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
-	topo := fs.String("topology", string(topologyFromEnv()), "veth or loopback")
+	topo := fs.String("topology", string(topologyFromEnv()), "veth, loopback or twovm")
 	timeout := fs.Duration("timeout", 5*time.Minute, "limit for the whole VM run")
 	fs.Parse(args)
 	if fs.NArg() == 0 {

@@ -80,6 +80,9 @@ func run(out io.Writer) int {
 		"RXEVM_TOPOLOGY=" + string(plan.Topology),
 		"RXEVM_DEVICES=" + strings.Join(devs, " "),
 	}, plan.Env...)
+	if peer := topology.Peer(topology.Kind(plan.Topology)); peer != nil {
+		env = append(env, "RXEVM_PEER="+peer.String(), "RXEVM_ROLE="+strings.TrimPrefix(string(plan.Topology), "twovm-"))
+	}
 	status := 0
 	for _, c := range plan.Commands {
 		if s := runCommand(out, c, env); s != 0 && status == 0 {
