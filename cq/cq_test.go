@@ -1,0 +1,326 @@
+package cq
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pureverbs/pureverbs/rxe"
+	"golang.org/x/sys/unix"
+)
+
+// pipeSource plays a completion channel: events are 8-byte CQ handles
+// written into a non-blocking pipe, as the kernel queues struct
+// ib_uverbs_comp_event_desc. The read buffer lives in the source so that
+// reading allocates nothing, even under the race detector.
+type pipeSource struct {
+	r, w int
+	buf  [8]byte
+}
+
+func newPipeSource(t *testing.T) *pipeSource {
+	t.Helper()
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(p[1]) })
+	return &pipeSource{r: p[0], w: p[1]}
+}
+
+func (p *pipeSource) FD() int { return p.r }
+
+func (p *pipeSource) ReadEvent() (uint64, error) {
+	if _, err := unix.Read(p.r, p.buf[:]); err != nil {
+		return 0, err
+	}
+	return binary.NativeEndian.Uint64(p.buf[:]), nil
+}
+
+func (p *pipeSource) Close() error { return unix.Close(p.r) }
+
+func (p *pipeSource) event(t *testing.T, h uint64) {
+	t.Helper()
+	var b [8]byte
+	binary.NativeEndian.PutUint64(b[:], h)
+	if _, err := unix.Write(p.w, b[:]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// simCQ is a CQ over a ring in ordinary memory; the test plays the kernel
+// producing completions into it.
+type simCQ struct {
+	*CQ
+	ring *rxe.Ring
+}
+
+func newSimCQ(t *testing.T, entries int) simCQ {
+	t.Helper()
+	ring, err := rxe.AllocRing(48, entries) // slots hold struct ib_uverbs_wc
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, err := rxe.NewCQFromRing(ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return simCQ{CQ: &CQ{core: core}, ring: ring}
+}
+
+func (s simCQ) complete(wcs ...WC) {
+	p := s.ring.Producer()
+	for i := range wcs {
+		rxe.EncodeWC(s.ring.Slot(p), &wcs[i])
+		p = s.ring.Next(p)
+	}
+	s.ring.SetProducer(p)
+}
+
+func TestPoll(t *testing.T) {
+	c := newSimCQ(t, 8)
+	wc := make([]WC, 4)
+	if n, err := c.Poll(wc); n != 0 || err != nil {
+		t.Fatalf("Poll on an empty CQ = %d, %v", n, err)
+	}
+	c.complete(
+		WC{WRID: 1, Status: Success, Opcode: OpSend, ByteLen: 64, QPNum: 17},
+		WC{WRID: 2, Status: Success, Opcode: OpRecv, ByteLen: 5, Flags: WithImm, Imm: 0xdeadbeef, QPNum: 17, SrcQP: 18},
+		WC{WRID: 3, Status: WRFlushErr, Opcode: OpRecv},
+	)
+	n, err := c.Poll(wc[:2])
+	if n != 2 || err != nil {
+		t.Fatalf("Poll = %d, %v; want 2", n, err)
+	}
+	if wc[0].WRID != 1 || wc[0].Opcode != OpSend || wc[0].ByteLen != 64 {
+		t.Errorf("first completion %+v", wc[0])
+	}
+	if wc[1].Imm != 0xdeadbeef || wc[1].Flags&WithImm == 0 || !wc[1].Opcode.IsRecv() || wc[1].SrcQP != 18 {
+		t.Errorf("second completion %+v", wc[1])
+	}
+	n, _ = c.Poll(wc)
+	if n != 1 || wc[0].Status != WRFlushErr || wc[0].Status.String() != "WR_FLUSH_ERR" {
+		t.Errorf("third poll: %d, %+v", n, wc[0])
+	}
+}
+
+// Poll and Ack are the hot path: no allocation, full or empty.
+func TestPollAllocs(t *testing.T) {
+	c := newSimCQ(t, 64)
+	wc := make([]WC, 16)
+	batch := make([]WC, 16)
+	for i := range batch {
+		batch[i] = WC{WRID: uint64(i), Opcode: OpRecv, ByteLen: 100}
+	}
+	if a := testing.AllocsPerRun(1000, func() {
+		c.complete(batch...)
+		if n, err := c.Poll(wc); n != 16 || err != nil {
+			t.Fatalf("Poll = %d, %v", n, err)
+		}
+		if n, _ := c.Poll(wc); n != 0 {
+			t.Fatalf("Poll after drain = %d", n)
+		}
+		c.Ack(0)
+	}); a != 0 {
+		t.Errorf("Poll allocates %.1f times per batch", a)
+	}
+}
+
+func BenchmarkPoll16(b *testing.B) {
+	ring, _ := rxe.AllocRing(48, 64)
+	core, _ := rxe.NewCQFromRing(ring)
+	c := simCQ{CQ: &CQ{core: core}, ring: ring}
+	batch := make([]WC, 16)
+	wc := make([]WC, 16)
+	b.ReportAllocs()
+	for b.Loop() {
+		c.complete(batch...)
+		if n, _ := c.Poll(wc); n != 16 {
+			b.Fatal(n)
+		}
+	}
+}
+
+func newTestChannel(t *testing.T) (*Channel, *pipeSource) {
+	t.Helper()
+	src := newPipeSource(t)
+	ch, err := newChannel(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch, src
+}
+
+// attach registers c on ch the way New does.
+func attach(t *testing.T, ch *Channel, c *CQ) {
+	t.Helper()
+	h, err := ch.reserve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ch, c.handle = ch, h
+	ch.add(h, c)
+}
+
+func TestTryGetEvent(t *testing.T) {
+	ch, src := newTestChannel(t)
+	a, b := newSimCQ(t, 4), newSimCQ(t, 4)
+	attach(t, ch, a.CQ)
+	attach(t, ch, b.CQ)
+
+	if _, err := ch.TryGetEvent(); !errors.Is(err, ErrNoEvent) || !errors.Is(err, unix.EAGAIN) {
+		t.Fatalf("TryGetEvent on an empty channel = %v, want ErrNoEvent and EAGAIN", err)
+	}
+	if n := testing.AllocsPerRun(100, func() { ch.TryGetEvent() }); n != 0 {
+		t.Errorf("TryGetEvent on an empty channel allocates %.1f times", n)
+	}
+	src.event(t, b.handle)
+	src.event(t, a.handle)
+	if got, err := ch.TryGetEvent(); got != b.CQ || err != nil {
+		t.Errorf("first event: %p, %v; want CQ b %p", got, err, b.CQ)
+	}
+	if got, err := ch.TryGetEvent(); got != a.CQ || err != nil {
+		t.Errorf("second event: %p, %v; want CQ a %p", got, err, a.CQ)
+	}
+	if a.Unacked() != 1 || b.Unacked() != 1 {
+		t.Errorf("unacked a=%d b=%d, want 1 each", a.Unacked(), b.Unacked())
+	}
+	src.event(t, 999)
+	if _, err := ch.TryGetEvent(); err == nil || !strings.Contains(err.Error(), "unknown CQ handle 999") {
+		t.Errorf("event for an unknown handle = %v", err)
+	}
+}
+
+func TestGetEventBlocks(t *testing.T) {
+	ch, src := newTestChannel(t)
+	c := newSimCQ(t, 4)
+	attach(t, ch, c.CQ)
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		src.event(t, c.handle)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := ch.GetEvent(ctx)
+	if got != c.CQ || err != nil {
+		t.Fatalf("GetEvent = %p, %v; want the CQ", got, err)
+	}
+	// Without a Done channel no eventfd is needed; the event is already there.
+	src.event(t, c.handle)
+	if got, err := ch.GetEvent(context.Background()); got != c.CQ || err != nil {
+		t.Errorf("GetEvent(Background) = %p, %v", got, err)
+	}
+}
+
+func TestGetEventCancel(t *testing.T) {
+	ch, _ := newTestChannel(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := ch.GetEvent(ctx)
+		errc <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("GetEvent after cancel = %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("GetEvent not unblocked by cancel")
+	}
+
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := ch.GetEvent(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("GetEvent past its deadline = %v", err)
+	}
+	if d := time.Since(start); d < 25*time.Millisecond || d > 5*time.Second {
+		t.Errorf("GetEvent returned after %v for a 30ms deadline", d)
+	}
+}
+
+func TestChannelClose(t *testing.T) {
+	ch, _ := newTestChannel(t)
+	c := newSimCQ(t, 4)
+	attach(t, ch, c.CQ)
+	if err := ch.Close(); !errors.Is(err, unix.EBUSY) {
+		t.Fatalf("Close with a CQ attached = %v, want EBUSY", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	errc := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := ch.GetEvent(context.Background())
+			errc <- err
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		select {
+		case err := <-errc:
+			if !errors.Is(err, ErrClosed) {
+				t.Errorf("GetEvent on a closed channel = %v, want ErrClosed", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Close did not unblock GetEvent")
+		}
+	}
+	if err := ch.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := ch.TryGetEvent(); !errors.Is(err, ErrClosed) {
+		t.Errorf("TryGetEvent after Close = %v", err)
+	}
+	if _, err := ch.reserve(); !errors.Is(err, ErrClosed) {
+		t.Errorf("creating a CQ on a closed channel = %v", err)
+	}
+}
+
+func TestCloseUnacked(t *testing.T) {
+	ch, src := newTestChannel(t)
+	c := newSimCQ(t, 4)
+	attach(t, ch, c.CQ)
+	src.event(t, c.handle)
+	src.event(t, c.handle)
+	for range 2 {
+		if _, err := ch.TryGetEvent(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Ack(1)
+	err := c.Close()
+	if !errors.Is(err, ErrUnackedEvents) || !strings.Contains(err.Error(), "1 events") {
+		t.Fatalf("Close with an unacked event = %v", err)
+	}
+	if n, err := c.Poll(make([]WC, 1)); n != 0 || err != nil {
+		t.Errorf("refused Close left the CQ unusable: %d, %v", n, err)
+	}
+	c.Ack(1)
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close after Ack: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := c.Poll(make([]WC, 1)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Poll after Close = %v", err)
+	}
+	if err := c.ReqNotify(false); !errors.Is(err, ErrClosed) {
+		t.Errorf("ReqNotify after Close = %v", err)
+	}
+	if err := ch.Close(); err != nil {
+		t.Errorf("channel Close after its CQ closed: %v", err)
+	}
+}

@@ -1,0 +1,104 @@
+package qp_test
+
+import (
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/pureverbs/pureverbs/cq"
+	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// An RC SEND between two queue pairs on one rxe device (loopback). Two
+// programs would exchange QP number, PSN and GID out of band instead.
+func Example() {
+	dev, err := uverbs.DeviceByName("rxe0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, err := uverbs.Open(dev)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ctx.Close()
+	port, err := ctx.QueryPort(1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	gid, err := ctx.QueryGID(1, 1) // the IPv4-mapped RoCE v2 GID
+	if err != nil {
+		log.Fatal(err)
+	}
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pd.Close()
+	buf, err := uverbs.NewBuffer(8192, uverbs.BufferOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer buf.Close()
+	mr, err := pd.RegisterMR(buf, uverbs.AccessLocalWrite)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Close()
+	c, err := cq.New(ctx, 64, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	var qps [2]*qp.QP
+	for i := range qps {
+		if qps[i], err = qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c}); err != nil {
+			log.Fatal(err)
+		}
+		defer qps[i].Close()
+	}
+	for i, q := range qps {
+		peer := qps[1-i]
+		if err := q.ToInit(qp.InitParams{}); err != nil {
+			log.Fatal(err)
+		}
+		if err := q.ToRTR(qp.RTRParams{DestQPN: peer.Num(), RQPSN: 0, PathMTU: port.ActiveMTU,
+			DGID: gid.GID, SGIDIndex: uint8(gid.Index)}); err != nil {
+			log.Fatal(err)
+		}
+		if err := q.ToRTS(qp.RTSParams{SQPSN: 0}); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	// The receiver posts a buffer (the second half of buf), the sender
+	// sends from the first half.
+	msg := buf.Bytes()
+	copy(msg, "hello over rxe")
+	recv := qp.RecvWR{ID: 1, SGEs: []qp.SGE{{Addr: mr.Addr() + 4096, Length: 4096, LKey: mr.LKey()}}}
+	if err := qps[1].PostRecv([]qp.RecvWR{recv}); err != nil {
+		log.Fatal(err)
+	}
+	send := qp.SendWR{ID: 2, Opcode: qp.SendWithImm, Flags: qp.Signaled, Imm: 42,
+		SGEs: []qp.SGE{{Addr: mr.Addr(), Length: 14, LKey: mr.LKey()}}}
+	if err := qps[0].PostSend([]qp.SendWR{send}); err != nil {
+		log.Fatal(err)
+	}
+
+	wc := make([]cq.WC, 2)
+	for got, deadline := 0, time.Now().Add(5*time.Second); got < 2; {
+		n, err := c.Poll(wc[got:])
+		if err != nil {
+			log.Fatal(err)
+		}
+		if got += n; n == 0 && time.Now().After(deadline) {
+			log.Fatal("no completions")
+		}
+	}
+	for _, w := range wc {
+		if w.Opcode.IsRecv() {
+			fmt.Printf("received %q, imm %d, status %v\n", msg[4096:4096+w.ByteLen], w.Imm, w.Status)
+		}
+	}
+}

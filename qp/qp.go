@@ -1,0 +1,142 @@
+package qp
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/pureverbs/pureverbs/cq"
+	"github.com/pureverbs/pureverbs/rxe"
+	"github.com/pureverbs/pureverbs/uverbs"
+	"golang.org/x/sys/unix"
+)
+
+// allAttrs is every attribute bit QUERY_QP knows.
+const allAttrs AttrMask = 1<<21 - 1
+
+// Defaults for zero Cap fields.
+const (
+	defaultWR  = 128
+	defaultSGE = 1
+)
+
+// InitAttr describes a queue pair to create.
+type InitAttr struct {
+	Type   Type // RC (UC, UD and SRQs come later)
+	SendCQ *cq.CQ
+	RecvCQ *cq.CQ
+	// Cap is what to ask for; zero WR counts mean 128 and zero SGE counts
+	// mean 1. The device may grant more (see QP.Cap).
+	Cap Cap
+	// SigAll makes every send generate a completion, Signaled or not.
+	SigAll bool
+	// UserHandle is reported with the QP's async events.
+	UserHandle uint64
+}
+
+// QP is a queue pair. PostSend and PostRecv may be called from several
+// goroutines and allocate nothing; Modify and the transition helpers may be
+// too, but their order is the caller's to choose.
+type QP struct {
+	core  *rxe.QP
+	vqp   *uverbs.QP
+	typ   Type
+	cap   Cap
+	num   uint32
+	state atomic.Uint32 // State as last set by Modify or seen by Query
+}
+
+// New creates a queue pair in the RESET state on pd's device.
+func New(pd *uverbs.PD, attr InitAttr) (*QP, error) {
+	if attr.Type != RC {
+		return nil, fmt.Errorf("qp: create: %v queue pairs: %w", attr.Type, ErrNotSupported)
+	}
+	if attr.SendCQ == nil || attr.RecvCQ == nil {
+		return nil, fmt.Errorf("qp: create: a send and a receive CQ are required: %w", unix.EINVAL)
+	}
+	c := attr.Cap
+	for _, f := range []struct {
+		v   *uint32
+		def uint32
+	}{{&c.MaxSendWR, defaultWR}, {&c.MaxRecvWR, defaultWR}, {&c.MaxSendSGE, defaultSGE}, {&c.MaxRecvSGE, defaultSGE}} {
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	core, err := rxe.CreateQP(pd, uverbs.QPInitAttr{
+		Type:       attr.Type,
+		SendCQ:     attr.SendCQ.Verbs(),
+		RecvCQ:     attr.RecvCQ.Verbs(),
+		Cap:        c.verbs(),
+		SigAll:     attr.SigAll,
+		UserHandle: attr.UserHandle,
+	})
+	if err != nil {
+		return nil, err
+	}
+	v := core.Verbs()
+	return &QP{core: core, vqp: v, typ: attr.Type, cap: capFrom(v.Cap()), num: v.Num()}, nil
+}
+
+// Num is the QP number peers address.
+func (q *QP) Num() uint32 { return q.num }
+
+// Type is the QP's transport.
+func (q *QP) Type() Type { return q.typ }
+
+// Cap is the capacity the device granted.
+func (q *QP) Cap() Cap { return q.cap }
+
+// State is the state the QP was last moved to (or found in by Query). The
+// kernel may move a QP to Error by itself, after a failed request; Query
+// tells.
+func (q *QP) State() State { return State(q.state.Load()) }
+
+// Modify changes the attributes mask selects (ibv_modify_qp).
+func (q *QP) Modify(attr *Attr, mask AttrMask) error {
+	if err := q.vqp.Modify(attr, mask); err != nil {
+		return err
+	}
+	if mask&AttrState != 0 {
+		q.state.Store(uint32(attr.State))
+	}
+	return nil
+}
+
+// Query returns the QP's current attributes from the kernel.
+func (q *QP) Query() (Attr, error) {
+	attr, _, err := q.vqp.Query(allAttrs)
+	if err != nil {
+		return Attr{}, err
+	}
+	q.state.Store(uint32(attr.State))
+	return attr, nil
+}
+
+// PostSend posts send work requests: one WQE each into the send ring, then
+// one doorbell for the whole call. It is all or nothing: if any request is
+// invalid or the ring lacks room for all of them, none is posted and the
+// error says why (ErrQueueFull, ErrTooManySGEs, ErrInlineTooLong,
+// ErrInvalidWR). Before RTS it returns ErrBadState. It allocates nothing.
+func (q *QP) PostSend(wrs []SendWR) error {
+	if q.State() < RTS {
+		return ErrBadState
+	}
+	return q.core.PostSend(wrs)
+}
+
+// PostRecv posts receive work requests into the receive ring: a memory
+// operation, no system call. It is all or nothing like PostSend, returns
+// ErrBadState in RESET and allocates nothing.
+func (q *QP) PostRecv(wrs []RecvWR) error {
+	if q.State() == Reset {
+		return ErrBadState
+	}
+	return q.core.PostRecv(wrs)
+}
+
+// Close destroys the queue pair and unmaps its rings. It is idempotent; a
+// failed destroy may be retried.
+func (q *QP) Close() error {
+	_, err := q.core.Destroy()
+	return err
+}

@@ -1,0 +1,289 @@
+package qp
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/pureverbs/pureverbs/rxe"
+	"github.com/pureverbs/pureverbs/rxe/rxesim"
+	"golang.org/x/sys/unix"
+)
+
+// simPair is two connected RC QPs over the simulated kernel, in RTS, with a
+// registered buffer each.
+type simPair struct {
+	dev        *rxesim.Device
+	a, b       *QP
+	sa, sb     *rxesim.QP
+	cqA, cqB   *rxesim.CQ
+	bufA, bufB []byte
+	addA, addB uint64
+	keyA, keyB uint32
+}
+
+func simQP(t testing.TB, dev *rxesim.Device, cq *rxesim.CQ, cfg rxesim.QPConfig) (*QP, *rxesim.QP) {
+	t.Helper()
+	s, err := dev.NewQP(cq, cq, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &QP{core: s.User, typ: RC, num: s.Num(), cap: Cap{
+		MaxSendWR: uint32(cfg.Limits.MaxSendWR), MaxRecvWR: uint32(cfg.Limits.MaxRecvWR),
+		MaxSendSGE: uint32(cfg.Limits.MaxSendSGE), MaxRecvSGE: uint32(cfg.Limits.MaxRecvSGE), MaxInline: uint32(cfg.Limits.MaxInline),
+	}}
+	q.state.Store(uint32(RTS))
+	return q, s
+}
+
+func newSimPair(t testing.TB, size int) *simPair {
+	t.Helper()
+	p := &simPair{dev: rxesim.New(), bufA: make([]byte, size), bufB: make([]byte, size)}
+	var err error
+	if p.cqA, err = p.dev.NewCQ(255); err != nil {
+		t.Fatal(err)
+	}
+	if p.cqB, err = p.dev.NewCQ(255); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rxesim.QPConfig{Limits: rxe.QPLimits{MaxSendWR: 127, MaxRecvWR: 127, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInline: 128}}
+	p.a, p.sa = simQP(t, p.dev, p.cqA, cfg)
+	p.b, p.sb = simQP(t, p.dev, p.cqB, cfg)
+	rxesim.Connect(p.sa, p.sb)
+	p.addA, p.keyA = p.dev.Register(p.bufA)
+	p.addB, p.keyB = p.dev.Register(p.bufB)
+	return p
+}
+
+func pollN(t testing.TB, c *rxesim.CQ, n int) []rxe.WC {
+	t.Helper()
+	wc := make([]rxe.WC, n+1)
+	got, err := c.User.Poll(wc)
+	if err != nil || got != n {
+		t.Fatalf("polled %d (%v), want %d: %+v", got, err, n, wc[:got])
+	}
+	return wc[:n]
+}
+
+func TestPostStateChecks(t *testing.T) {
+	p := newSimPair(t, 4096)
+	send := []SendWR{{Opcode: Send, Flags: Inline, Inline: []byte("x")}}
+	recv := []RecvWR{{ID: 1}}
+	for _, s := range []State{Reset, Init, RTR} {
+		p.a.state.Store(uint32(s))
+		if err := p.a.PostSend(send); !errors.Is(err, ErrBadState) || !errors.Is(err, unix.EINVAL) {
+			t.Errorf("PostSend in %v: err = %v, want ErrBadState", s, err)
+		}
+	}
+	p.a.state.Store(uint32(Reset))
+	if err := p.a.PostRecv(recv); !errors.Is(err, ErrBadState) {
+		t.Errorf("PostRecv in RESET: err = %v", err)
+	}
+	for _, s := range []State{Init, RTR, RTS} {
+		p.b.state.Store(uint32(s))
+		if err := p.b.PostRecv(recv); err != nil {
+			t.Errorf("PostRecv in %v: %v", s, err)
+		}
+	}
+	if p.sa.Doorbells() != 0 {
+		t.Fatalf("%d doorbells from rejected posts", p.sa.Doorbells())
+	}
+	// In ERROR posting is allowed: the work is flushed.
+	p.a.state.Store(uint32(Error))
+	p.sa.SetError()
+	if err := p.a.PostSend([]SendWR{{ID: 3, Opcode: Send, Flags: Inline, Inline: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := pollN(t, p.cqA, 1)[0]; wc.WRID != 3 || wc.Status != rxe.WCWRFlushErr {
+		t.Fatalf("%+v", wc)
+	}
+}
+
+func TestSendPayloadsSim(t *testing.T) {
+	const max = 1 << 20
+	p := newSimPair(t, 2*max)
+	for i := range p.bufA {
+		p.bufA[i] = byte(i*31 + i>>8)
+	}
+	for _, size := range []int{1, 7, 64, 1023, 1024, 1025, 4096, 65537, max} {
+		for _, op := range []SendOpcode{Send, SendWithImm} {
+			clear(p.bufB)
+			half := uint32(size / 2)
+			// The receive is split in two SGEs, the send in up to three.
+			recv := RecvWR{ID: uint64(size), SGEs: []SGE{
+				{Addr: p.addB, Length: half, LKey: p.keyB},
+				{Addr: p.addB + max, Length: uint32(size) - half, LKey: p.keyB},
+			}}
+			third := uint32(size / 3)
+			send := SendWR{ID: uint64(size) + 1, Opcode: op, Flags: Signaled, Imm: uint32(size) ^ 0xa5a5a5a5, SGEs: []SGE{
+				{Addr: p.addA, Length: third, LKey: p.keyA},
+				{Addr: p.addA + uint64(third), Length: uint32(size) - third, LKey: p.keyA},
+			}}
+			if err := p.b.PostRecv([]RecvWR{recv}); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.a.PostSend([]SendWR{send}); err != nil {
+				t.Fatal(err)
+			}
+			s := pollN(t, p.cqA, 1)[0]
+			r := pollN(t, p.cqB, 1)[0]
+			if s.Status != rxe.WCSuccess || s.WRID != send.ID || r.Status != rxe.WCSuccess || r.WRID != recv.ID || r.ByteLen != uint32(size) {
+				t.Fatalf("size %d %v: send %+v recv %+v", size, op, s, r)
+			}
+			if (op == SendWithImm) != (r.Flags&rxe.WCWithImm != 0) || (op == SendWithImm && r.Imm != send.Imm) {
+				t.Fatalf("size %d %v: imm %#x flags %v", size, op, r.Imm, r.Flags)
+			}
+			got := append(append([]byte{}, p.bufB[:half]...), p.bufB[max:max+int(uint32(size)-half)]...)
+			if !bytes.Equal(got, p.bufA[:size]) {
+				t.Fatalf("size %d %v: payload differs", size, op)
+			}
+		}
+	}
+}
+
+func TestPostSendErrorsSim(t *testing.T) {
+	p := newSimPair(t, 4096)
+	sge := SGE{Addr: p.addA, Length: 1, LKey: p.keyA}
+	if err := p.a.PostSend([]SendWR{{Opcode: Send, SGEs: []SGE{sge, sge, sge, sge, sge}}}); !errors.Is(err, ErrTooManySGEs) {
+		t.Errorf("5 SGEs: %v", err)
+	}
+	if err := p.a.PostSend([]SendWR{{Opcode: Send, Flags: Inline, Inline: make([]byte, 129)}}); !errors.Is(err, ErrInlineTooLong) {
+		t.Errorf("129 inline bytes: %v", err)
+	}
+	if err := p.a.PostSend([]SendWR{{Opcode: Send, Flags: Inline, Inline: make([]byte, 128)}}); err != nil {
+		t.Errorf("128 inline bytes: %v", err)
+	}
+	if err := p.b.PostRecv([]RecvWR{{SGEs: []SGE{sge, sge, sge, sge, sge}}}); !errors.Is(err, ErrTooManySGEs) {
+		t.Errorf("5 receive SGEs: %v", err)
+	}
+	full := make([]RecvWR, 128)
+	if err := p.b.PostRecv(full); !errors.Is(err, ErrQueueFull) || !errors.Is(err, unix.ENOMEM) {
+		t.Errorf("128 receives into 127 slots: %v", err)
+	}
+	if err := p.b.PostRecv(full[:127]); err != nil {
+		t.Errorf("127 receives: %v", err)
+	}
+}
+
+func TestSendQueueFullSim(t *testing.T) {
+	p := newSimPair(t, 4096)
+	// Nothing receives: sends stall in the ring, as with RNR NAKs.
+	wrs := make([]SendWR, 127)
+	for i := range wrs {
+		wrs[i] = SendWR{ID: uint64(i), Opcode: Send, Flags: Inline | Signaled, Inline: []byte{byte(i)}}
+	}
+	if err := p.a.PostSend(wrs); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.a.PostSend(wrs[:1]); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("post to a full send queue: %v", err)
+	}
+	if p.sa.Doorbells() != 1 {
+		t.Fatalf("%d doorbells for one call of 127 WRs", p.sa.Doorbells())
+	}
+	recvs := make([]RecvWR, 127)
+	for i := range recvs {
+		recvs[i] = RecvWR{ID: uint64(i), SGEs: []SGE{{Addr: p.addB + uint64(i), Length: 1, LKey: p.keyB}}}
+	}
+	if err := p.b.PostRecv(recvs); err != nil {
+		t.Fatal(err)
+	}
+	p.dev.Process()
+	if wcs := pollN(t, p.cqB, 127); wcs[126].WRID != 126 || p.bufB[126] != 126 {
+		t.Fatalf("last receive %+v, byte %d", wcs[126], p.bufB[126])
+	}
+	pollN(t, p.cqA, 127)
+	if err := p.a.PostSend(wrs[:1]); err != nil {
+		t.Fatalf("post after the queue drained: %v", err)
+	}
+}
+
+func TestPostZeroAllocsSim(t *testing.T) {
+	p := newSimPair(t, 4096)
+	sends := []SendWR{
+		{ID: 1, Opcode: SendWithImm, Flags: Signaled, Imm: 7, SGEs: []SGE{{Addr: p.addA, Length: 64, LKey: p.keyA}}},
+		{ID: 2, Opcode: Send, Flags: Inline, Inline: p.bufA[:32]},
+	}
+	recvs := []RecvWR{
+		{ID: 1, SGEs: []SGE{{Addr: p.addB, Length: 64, LKey: p.keyB}}},
+		{ID: 2, SGEs: []SGE{{Addr: p.addB + 64, Length: 64, LKey: p.keyB}}},
+	}
+	wc := make([]rxe.WC, 4)
+	allocs := testing.AllocsPerRun(2000, func() {
+		if err := p.b.PostRecv(recvs); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.a.PostSend(sends); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := p.cqA.User.Poll(wc); n != 1 {
+			t.Fatalf("send completions %d", n)
+		}
+		if n, _ := p.cqB.User.Poll(wc); n != 2 {
+			t.Fatalf("receive completions %d", n)
+		}
+		// Rejections allocate nothing either.
+		if err := p.a.PostSend(sends[:0:0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.a.PostSend([]SendWR{{Opcode: Send, Flags: Inline, Inline: p.bufA[:129]}}); err == nil {
+			t.Fatal("long inline posted")
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per post/poll round, want 0", allocs)
+	}
+}
+
+// BenchmarkPostSendPoll is the send hot path: one signaled inline SEND
+// posted (WQE write, producer store, doorbell into the simulated kernel,
+// which executes it) and its send and receive completions polled.
+func BenchmarkPostSendPoll(b *testing.B) {
+	p := newSimPair(b, 4096)
+	send := []SendWR{{ID: 1, Opcode: Send, Flags: Signaled | Inline, Inline: p.bufA[:64]}}
+	recv := []RecvWR{{ID: 1, SGEs: []SGE{{Addr: p.addB, Length: 64, LKey: p.keyB}}}}
+	wc := make([]rxe.WC, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.b.PostRecv(recv); err != nil {
+			b.Fatal(err)
+		}
+		if err := p.a.PostSend(send); err != nil {
+			b.Fatal(err)
+		}
+		if n, _ := p.cqA.User.Poll(wc); n != 1 {
+			b.Fatal("no send completion")
+		}
+		if n, _ := p.cqB.User.Poll(wc); n != 1 {
+			b.Fatal("no receive completion")
+		}
+	}
+}
+
+// BenchmarkPostSendBatch posts 16 SEND WQEs per call (one doorbell) and
+// polls their completions; ns/op is per call.
+func BenchmarkPostSendBatch(b *testing.B) {
+	p := newSimPair(b, 4096)
+	sends := make([]SendWR, 16)
+	recvs := make([]RecvWR, 16)
+	for i := range sends {
+		sends[i] = SendWR{ID: uint64(i), Opcode: Send, Flags: Signaled, SGEs: []SGE{{Addr: p.addA, Length: 256, LKey: p.keyA}}}
+		recvs[i] = RecvWR{ID: uint64(i), SGEs: []SGE{{Addr: p.addB, Length: 256, LKey: p.keyB}}}
+	}
+	wc := make([]rxe.WC, 16)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.b.PostRecv(recvs); err != nil {
+			b.Fatal(err)
+		}
+		if err := p.a.PostSend(sends); err != nil {
+			b.Fatal(err)
+		}
+		if n, _ := p.cqA.User.Poll(wc); n != 16 {
+			b.Fatal("missing send completions")
+		}
+		if n, _ := p.cqB.User.Poll(wc); n != 16 {
+			b.Fatal("missing receive completions")
+		}
+	}
+}

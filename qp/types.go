@@ -1,0 +1,139 @@
+package qp
+
+import (
+	"github.com/pureverbs/pureverbs/rxe"
+	"github.com/pureverbs/pureverbs/uverbs"
+	"golang.org/x/sys/unix"
+)
+
+// The work request and attribute types are the provider's and the kernel
+// ABI layer's own, re-exported: a SendWR goes into the ring as it is, with no
+// conversion on the post path.
+
+// Type is the transport of a queue pair.
+type Type = uverbs.QPType
+
+// Queue pair types. Only RC is supported so far.
+const (
+	RC = uverbs.QPTypeRC
+	UC = uverbs.QPTypeUC
+	UD = uverbs.QPTypeUD
+)
+
+// State is a queue pair state.
+type State = uverbs.QPState
+
+// Queue pair states.
+const (
+	Reset = uverbs.QPStateReset
+	Init  = uverbs.QPStateInit
+	RTR   = uverbs.QPStateRTR
+	RTS   = uverbs.QPStateRTS
+	SQD   = uverbs.QPStateSQD
+	SQE   = uverbs.QPStateSQE
+	Error = uverbs.QPStateError
+)
+
+// MTU is a path MTU (uverbs.MTU256 ... uverbs.MTU4096).
+type MTU = uverbs.MTU
+
+// Attr holds the modifiable attributes of a queue pair; an AttrMask says
+// which are meaningful.
+type Attr = uverbs.QPAttr
+
+// AttrMask selects Attr fields for Modify.
+type AttrMask = uverbs.QPAttrMask
+
+// Attribute mask bits.
+const (
+	AttrState           = uverbs.QPAttrState
+	AttrCurState        = uverbs.QPAttrCurState
+	AttrAccessFlags     = uverbs.QPAttrAccessFlags
+	AttrPKeyIndex       = uverbs.QPAttrPKeyIndex
+	AttrPort            = uverbs.QPAttrPort
+	AttrQKey            = uverbs.QPAttrQKey
+	AttrAV              = uverbs.QPAttrAV
+	AttrPathMTU         = uverbs.QPAttrPathMTU
+	AttrTimeout         = uverbs.QPAttrTimeout
+	AttrRetryCnt        = uverbs.QPAttrRetryCnt
+	AttrRNRRetry        = uverbs.QPAttrRNRRetry
+	AttrRQPSN           = uverbs.QPAttrRQPSN
+	AttrMaxQPRdAtomic   = uverbs.QPAttrMaxQPRdAtomic
+	AttrMinRNRTimer     = uverbs.QPAttrMinRNRTimer
+	AttrSQPSN           = uverbs.QPAttrSQPSN
+	AttrMaxDestRdAtomic = uverbs.QPAttrMaxDestRdAtomic
+	AttrCap             = uverbs.QPAttrCap
+	AttrDestQPN         = uverbs.QPAttrDestQPN
+)
+
+// SGE is one scatter/gather element: Length bytes at Addr in a memory
+// region with local key LKey (uverbs.MR.LKey, addresses from MR.Addr).
+type SGE = rxe.SGE
+
+// SendWR is a send work request; see rxe.SendWR for its fields.
+type SendWR = rxe.SendWR
+
+// RecvWR is a receive work request: ID and the scatter list.
+type RecvWR = rxe.RecvWR
+
+// SendOpcode is the operation of a send work request.
+type SendOpcode = rxe.Opcode
+
+// Send opcodes.
+const (
+	Send             = rxe.OpSend
+	SendWithImm      = rxe.OpSendWithImm
+	RDMAWrite        = rxe.OpRDMAWrite
+	RDMAWriteWithImm = rxe.OpRDMAWriteWithImm
+	RDMARead         = rxe.OpRDMARead
+)
+
+// SendFlags modify a send work request.
+type SendFlags = rxe.SendFlags
+
+// Send flags.
+const (
+	Signaled  = rxe.Signaled
+	Solicited = rxe.Solicited
+	Inline    = rxe.Inline
+	Fence     = rxe.Fence
+)
+
+// Cap is the capacity of a queue pair: work requests per queue, SGEs per
+// request and inline bytes per send.
+type Cap struct {
+	MaxSendWR  uint32
+	MaxRecvWR  uint32
+	MaxSendSGE uint32
+	MaxRecvSGE uint32
+	MaxInline  uint32
+}
+
+func capFrom(c uverbs.QPCap) Cap {
+	return Cap{c.MaxSendWR, c.MaxRecvWR, c.MaxSendSGE, c.MaxRecvSGE, c.MaxInlineData}
+}
+
+func (c Cap) verbs() uverbs.QPCap {
+	return uverbs.QPCap{MaxSendWR: c.MaxSendWR, MaxRecvWR: c.MaxRecvWR, MaxSendSGE: c.MaxSendSGE, MaxRecvSGE: c.MaxRecvSGE, MaxInlineData: c.MaxInline}
+}
+
+// Errors of PostSend and PostRecv; errors.Is also matches the errno librxe
+// returns for the same case (ENOMEM for a full queue, EINVAL otherwise).
+var (
+	ErrQueueFull     = rxe.ErrQueueFull
+	ErrTooManySGEs   = rxe.ErrTooManySGEs
+	ErrInlineTooLong = rxe.ErrInlineTooLong
+	ErrInvalidWR     = rxe.ErrInvalidWR
+	ErrClosed        = rxe.ErrClosed
+	// ErrBadState: the QP's state does not allow posting (sends need RTS or
+	// later, receives anything but RESET) (EINVAL).
+	ErrBadState error = &stateError{}
+)
+
+type stateError struct{}
+
+func (*stateError) Error() string { return "qp: wrong state for posting" }
+func (*stateError) Unwrap() error { return unix.EINVAL }
+
+// ErrNotSupported reports a QP type or feature not supported yet.
+var ErrNotSupported = rxe.ErrNotSupported

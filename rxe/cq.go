@@ -1,0 +1,121 @@
+package rxe
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// cqRing is the consumer side of a completion ring.
+type cqRing struct {
+	mu   sync.Mutex
+	ring *Ring // nil once closed
+	cons uint32
+}
+
+func newCQRing(r *Ring) (*cqRing, error) {
+	if r.ElemSize() < wcSize {
+		return nil, fmt.Errorf("%w: CQ slots of %d bytes, want at least %d", ErrBadRing, r.ElemSize(), wcSize)
+	}
+	return &cqRing{ring: r, cons: r.Consumer()}, nil
+}
+
+// poll copies up to len(wc) completions out of the ring. It loads the
+// producer index once (acquire) before reading any slot and stores the
+// consumer index once (release) after the last copy, so the kernel never
+// overwrites a slot still being read.
+func (c *cqRing) poll(wc []WC) (int, error) {
+	c.mu.Lock()
+	r := c.ring
+	if r == nil {
+		c.mu.Unlock()
+		return 0, ErrClosed
+	}
+	prod := r.Producer()
+	n := 0
+	for n < len(wc) && c.cons != prod {
+		decodeWC(r.slot(c.cons), &wc[n])
+		c.cons = r.Next(c.cons)
+		n++
+	}
+	if n > 0 {
+		r.SetConsumer(c.cons)
+	}
+	c.mu.Unlock()
+	return n, nil
+}
+
+// detach stops all further polling; it waits for a poll under way.
+func (c *cqRing) detach() {
+	c.mu.Lock()
+	c.ring = nil
+	c.mu.Unlock()
+}
+
+// CQ is an rxe completion queue: the kernel object and the completion ring
+// mapped from it. Poll may be called from several goroutines.
+type CQ struct {
+	ring *cqRing
+	vcq  *uverbs.CQ // nil for a CQ over a simulated ring
+	mem  *Mapping
+}
+
+// CreateCQ creates a completion queue on an rxe device and maps its ring
+// from the offset and size in the driver's response (struct
+// rxe_create_cq_resp). If any step fails, the steps before it are undone.
+func CreateCQ(ctx *uverbs.Context, attr uverbs.CQAttr) (*CQ, error) {
+	var resp createCQResp
+	vcq, err := ctx.CreateCQ(attr, asBytes(&resp))
+	if err != nil {
+		return nil, err
+	}
+	mem, r, err := mapRing(ctx.FD(), resp.mi)
+	if err == nil {
+		var c *cqRing
+		if c, err = newCQRing(r); err == nil {
+			return &CQ{ring: c, vcq: vcq, mem: mem}, nil
+		}
+		mem.Close()
+	}
+	if _, _, derr := vcq.Destroy(); derr != nil {
+		err = errors.Join(err, derr)
+	}
+	return nil, err
+}
+
+// NewCQFromRing makes a CQ over a ring a simulated kernel produces into
+// (see [AllocRing]); it has no kernel object.
+func NewCQFromRing(r *Ring) (*CQ, error) {
+	c, err := newCQRing(r)
+	if err != nil {
+		return nil, err
+	}
+	return &CQ{ring: c}, nil
+}
+
+// Poll copies up to len(wc) completions into wc and returns how many. It is
+// a memory operation only, and allocates nothing.
+func (c *CQ) Poll(wc []WC) (int, error) { return c.ring.poll(wc) }
+
+// Verbs returns the kernel CQ (for ReqNotify, its handle, and creating QPs
+// on it); nil for a CQ from NewCQFromRing.
+func (c *CQ) Verbs() *uverbs.CQ { return c.vcq }
+
+// Destroy destroys the kernel CQ, then stops polling and unmaps the ring. It
+// returns the completion and async event counts the kernel reported for the
+// CQ (see uverbs.CQ.Destroy). A failed destroy leaves the CQ usable and may
+// be retried; once it has succeeded, Destroy does nothing.
+func (c *CQ) Destroy() (compEvents, asyncEvents uint32, err error) {
+	if c.vcq != nil {
+		if compEvents, asyncEvents, err = c.vcq.Destroy(); err != nil {
+			return 0, 0, err
+		}
+	}
+	c.ring.detach()
+	if c.mem != nil {
+		err = c.mem.Close()
+	}
+	return compEvents, asyncEvents, err
+}

@@ -1,0 +1,64 @@
+package rxe
+
+import (
+	"fmt"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mapping is a queue buffer the kernel shares through the uverbs command fd:
+// an mmap of the offset and size from a struct mminfo (PROT_READ|PROT_WRITE,
+// MAP_SHARED), as librxe maps it. Close unmaps it.
+type Mapping struct {
+	mu  sync.Mutex
+	mem []byte // nil once unmapped
+}
+
+// Map maps size bytes at offset of the uverbs command fd.
+func Map(fd int, offset uint64, size uint32) (*Mapping, error) {
+	if size == 0 || offset > 1<<62 {
+		return nil, wrapErr("mmap", fmt.Errorf("offset %#x size %d: %w", offset, size, unix.EINVAL))
+	}
+	mem, err := unix.Mmap(fd, int64(offset), int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, wrapErr("mmap", fmt.Errorf("offset %#x size %d: %w", offset, size, err))
+	}
+	return &Mapping{mem: mem}, nil
+}
+
+// Bytes is the mapped memory; nil after Close.
+func (m *Mapping) Bytes() []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mem
+}
+
+// Close unmaps the memory. It is idempotent. Nothing may touch the memory
+// afterwards: the queues detach their rings before closing their mappings.
+func (m *Mapping) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mem == nil {
+		return nil
+	}
+	if err := unix.Munmap(m.mem); err != nil {
+		return wrapErr("munmap", err)
+	}
+	m.mem = nil
+	return nil
+}
+
+// mapRing maps the queue mi describes and attaches a Ring to it.
+func mapRing(fd int, mi mmInfo) (*Mapping, *Ring, error) {
+	m, err := Map(fd, mi.offset, mi.size)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := NewRing(m.mem)
+	if err != nil {
+		m.Close()
+		return nil, nil, err
+	}
+	return m, r, nil
+}

@@ -1,0 +1,140 @@
+package rxe
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// QP is an rxe queue pair: the kernel object and its send and receive rings.
+// PostSend and PostRecv may be called from several goroutines; each queue
+// is serialised by its own lock.
+type QP struct {
+	sq    *sendQueue
+	rq    *recvQueue
+	vqp   *uverbs.QP // nil for a QP over simulated rings
+	sqMem *Mapping
+	rqMem *Mapping
+}
+
+// CreateQP creates a queue pair on an rxe device and maps its receive and
+// send rings from the driver's response (struct rxe_create_qp_resp). The
+// per-request limits are the caps the kernel granted. Only RC queue pairs
+// are supported so far. If any step fails, the steps before it are undone.
+func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
+	if attr.Type != uverbs.QPTypeRC {
+		return nil, fmt.Errorf("rxe: create_qp: %v QP: %w", attr.Type, ErrNotSupported)
+	}
+	var resp createQPResp
+	vqp, err := pd.CreateQP(attr, asBytes(&resp))
+	if err != nil {
+		return nil, err
+	}
+	q, err := mapQP(pd.Context().FD(), vqp, &resp)
+	if err != nil {
+		if _, derr := vqp.Destroy(); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return nil, err
+	}
+	return q, nil
+}
+
+// mapQP maps both rings of a new QP and sets up its queues; on failure it
+// unmaps what it mapped.
+func mapQP(fd int, vqp *uverbs.QP, resp *createQPResp) (*QP, error) {
+	rqMem, rq, err := mapRing(fd, resp.rqMI)
+	if err != nil {
+		return nil, fmt.Errorf("rxe: create_qp: receive queue: %w", err)
+	}
+	sqMem, sq, err := mapRing(fd, resp.sqMI)
+	if err != nil {
+		rqMem.Close()
+		return nil, fmt.Errorf("rxe: create_qp: send queue: %w", err)
+	}
+	c := vqp.Cap()
+	lim := QPLimits{
+		MaxSendWR:  int(c.MaxSendWR),
+		MaxRecvWR:  int(c.MaxRecvWR),
+		MaxSendSGE: int(c.MaxSendSGE),
+		MaxRecvSGE: int(c.MaxRecvSGE),
+		MaxInline:  int(c.MaxInlineData),
+	}
+	s, r, err := newQueues(sq, rq, lim, vqp)
+	if err != nil {
+		sqMem.Close()
+		rqMem.Close()
+		return nil, fmt.Errorf("rxe: create_qp: %w", err)
+	}
+	return &QP{sq: s, rq: r, vqp: vqp, sqMem: sqMem, rqMem: rqMem}, nil
+}
+
+// NewQPFromRings makes a QP over rings a simulated kernel consumes (see
+// [AllocRing]), with the given limits (clipped to what a slot holds) and
+// doorbell; it has no kernel object. rq may be nil, as for a QP on an SRQ.
+func NewQPFromRings(sq, rq *Ring, lim QPLimits, db Doorbell) (*QP, error) {
+	s, r, err := newQueues(sq, rq, lim, db)
+	if err != nil {
+		return nil, err
+	}
+	return &QP{sq: s, rq: r}, nil
+}
+
+// PostSend writes one send WQE per request into the send ring and rings the
+// doorbell once, however many requests there are. It is all or nothing: if
+// any request is invalid, or the ring has no room for all of them, none is
+// posted, no doorbell rings, and the error says why (ErrQueueFull,
+// ErrTooManySGEs, ErrInlineTooLong, ErrInvalidWR). An empty wrs does
+// nothing. It allocates nothing.
+func (q *QP) PostSend(wrs []SendWR) error { return q.sq.post(wrs) }
+
+// PostRecv writes one receive WQE per request into the receive ring: a
+// memory operation only, no system call. Like PostSend it is all or nothing
+// and allocates nothing. A QP without a receive ring (on an SRQ) returns
+// ErrNotSupported.
+func (q *QP) PostRecv(wrs []RecvWR) error {
+	if q.rq == nil {
+		return ErrNotSupported
+	}
+	return q.rq.post(wrs)
+}
+
+// Limits returns the limits PostSend and PostRecv enforce.
+func (q *QP) Limits() QPLimits {
+	lim := QPLimits{MaxSendWR: q.sq.maxWR, MaxSendSGE: q.sq.maxSGE, MaxInline: q.sq.maxInline}
+	if q.rq != nil {
+		lim.MaxRecvWR, lim.MaxRecvSGE = q.rq.maxWR, q.rq.maxSGE
+	}
+	return lim
+}
+
+// Verbs returns the kernel QP (for Modify, Query, its number); nil for a QP
+// from NewQPFromRings.
+func (q *QP) Verbs() *uverbs.QP { return q.vqp }
+
+// Destroy destroys the kernel QP, then detaches and unmaps both rings. It
+// returns the async event count the kernel reported for the QP. A failed
+// destroy leaves the QP usable and may be retried; once it has succeeded,
+// Destroy does nothing.
+func (q *QP) Destroy() (events uint32, err error) {
+	if q.vqp != nil {
+		if events, err = q.vqp.Destroy(); err != nil {
+			return 0, err
+		}
+	}
+	q.sq.mu.Lock()
+	q.sq.ring = nil
+	q.sq.mu.Unlock()
+	if q.rq != nil {
+		q.rq.mu.Lock()
+		q.rq.ring = nil
+		q.rq.mu.Unlock()
+	}
+	for _, m := range []*Mapping{q.sqMem, q.rqMem} {
+		if m != nil {
+			err = errors.Join(err, m.Close())
+		}
+	}
+	return events, err
+}

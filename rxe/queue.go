@@ -1,0 +1,184 @@
+package rxe
+
+import (
+	"fmt"
+	"sync"
+)
+
+// Doorbell tells the kernel that a send queue has new WQEs: an empty
+// POST_SEND command (*uverbs.QP's PostSendDoorbell). Without it rdma_rxe
+// never looks at the send ring.
+type Doorbell interface {
+	PostSendDoorbell() error
+}
+
+// QPLimits are the limits of a queue pair: the caps the kernel granted at
+// creation (which may exceed what was asked for).
+type QPLimits struct {
+	// MaxSendWR and MaxRecvWR are how many requests may be outstanding on
+	// each queue. The rings may have more slots (6.1's rxe grants what was
+	// asked and rounds the ring up to a power of two); posting stops at the
+	// granted depth, so a CQ sized by the caps cannot overflow. 0 means the
+	// ring's capacity.
+	MaxSendWR  int
+	MaxRecvWR  int
+	MaxSendSGE int // SGEs per send request
+	MaxRecvSGE int // SGEs per receive request
+	MaxInline  int // inline bytes per send request
+}
+
+// sendQueue is the producer side of a send ring.
+type sendQueue struct {
+	mu        sync.Mutex
+	ring      *Ring // nil once closed
+	prod      uint32
+	ssn       uint32
+	maxWR     int
+	maxSGE    int
+	maxInline int
+	db        Doorbell
+}
+
+// post writes the WQEs past the producer index, where the kernel does not
+// look, and publishes them with one producer store only if every request was
+// valid: a call posts all of wrs or none. It then rings the doorbell once.
+func (q *sendQueue) post(wrs []SendWR) error {
+	if len(wrs) == 0 {
+		return nil
+	}
+	q.mu.Lock()
+	r := q.ring
+	if r == nil {
+		q.mu.Unlock()
+		return ErrClosed
+	}
+	if len(wrs) > room(r, q.prod, q.maxWR) {
+		q.mu.Unlock()
+		return ErrQueueFull
+	}
+	idx := q.prod
+	for i := range wrs {
+		n, err := q.check(&wrs[i])
+		if err != nil {
+			q.mu.Unlock()
+			return err
+		}
+		encodeSend(r.slot(idx), &wrs[i], n, q.ssn+uint32(i))
+		idx = r.Next(idx)
+	}
+	q.prod = idx
+	q.ssn += uint32(len(wrs))
+	r.SetProducer(idx) // publishes the WQEs: all written before this store
+	q.mu.Unlock()
+	return q.db.PostSendDoorbell()
+}
+
+// check validates wr against the queue's limits and returns its length.
+func (q *sendQueue) check(wr *SendWR) (uint32, error) {
+	switch wr.Opcode {
+	case OpSend, OpSendWithImm, OpRDMAWrite, OpRDMAWriteWithImm, OpRDMARead:
+	default:
+		return 0, ErrInvalidWR
+	}
+	if wr.Flags&^knownSendFlags != 0 {
+		return 0, ErrInvalidWR
+	}
+	if wr.Flags&Inline != 0 {
+		if len(wr.SGEs) != 0 || wr.Opcode == OpRDMARead {
+			return 0, ErrInvalidWR
+		}
+		if len(wr.Inline) > q.maxInline {
+			return 0, ErrInlineTooLong
+		}
+		return uint32(len(wr.Inline)), nil
+	}
+	if len(wr.SGEs) > q.maxSGE {
+		return 0, ErrTooManySGEs
+	}
+	return sgeTotal(wr.SGEs)
+}
+
+// recvQueue is the producer side of a receive ring.
+type recvQueue struct {
+	mu     sync.Mutex
+	ring   *Ring // nil once closed
+	prod   uint32
+	maxWR  int
+	maxSGE int
+}
+
+// post writes the WQEs past the producer index and publishes them all with
+// one store if every request was valid. The kernel notices new receives by
+// itself: no syscall.
+func (q *recvQueue) post(wrs []RecvWR) error {
+	if len(wrs) == 0 {
+		return nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	r := q.ring
+	if r == nil {
+		return ErrClosed
+	}
+	if len(wrs) > room(r, q.prod, q.maxWR) {
+		return ErrQueueFull
+	}
+	idx := q.prod
+	for i := range wrs {
+		if len(wrs[i].SGEs) > q.maxSGE {
+			return ErrTooManySGEs
+		}
+		n, err := sgeTotal(wrs[i].SGEs)
+		if err != nil {
+			return err
+		}
+		encodeRecv(r.slot(idx), &wrs[i], n)
+		idx = r.Next(idx)
+	}
+	q.prod = idx
+	r.SetProducer(idx)
+	return nil
+}
+
+// newQueues sets up the send and receive queues of a QP over their rings,
+// clipping the limits to what a slot holds. rq is nil for a QP on an SRQ.
+func newQueues(sq, rq *Ring, lim QPLimits, db Doorbell) (*sendQueue, *recvQueue, error) {
+	if sq == nil || db == nil {
+		return nil, nil, fmt.Errorf("rxe: a QP needs a send ring and a doorbell")
+	}
+	slotRoom := sq.ElemSize() - sendWQESize
+	if slotRoom < 0 {
+		return nil, nil, fmt.Errorf("%w: send slots of %d bytes, want at least %d", ErrBadRing, sq.ElemSize(), sendWQESize)
+	}
+	s := &sendQueue{
+		ring:      sq,
+		prod:      sq.Producer(),
+		maxWR:     depth(lim.MaxSendWR, sq),
+		maxSGE:    min(lim.MaxSendSGE, slotRoom/sgeSize),
+		maxInline: min(lim.MaxInline, slotRoom),
+		db:        db,
+	}
+	if rq == nil {
+		return s, nil, nil
+	}
+	slotRoom = rq.ElemSize() - recvWQESize
+	if slotRoom < 0 {
+		return nil, nil, fmt.Errorf("%w: receive slots of %d bytes, want at least %d", ErrBadRing, rq.ElemSize(), recvWQESize)
+	}
+	return s, &recvQueue{ring: rq, prod: rq.Producer(), maxWR: depth(lim.MaxRecvWR, rq), maxSGE: min(lim.MaxRecvSGE, slotRoom/sgeSize)}, nil
+}
+
+// depth is the granted queue depth, at most what the ring holds.
+func depth(granted int, r *Ring) int {
+	if granted <= 0 || granted > r.Capacity() {
+		return r.Capacity()
+	}
+	return granted
+}
+
+// room is how many more WQEs a producer at prod may write: what the ring
+// has free, within the granted depth.
+func room(r *Ring, prod uint32, depth int) int {
+	cons := r.Consumer()
+	return min(r.Room(prod, cons), depth-r.Count(prod, cons))
+}

@@ -1,0 +1,153 @@
+package rxe
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// SGE is one scatter/gather element: Length bytes at virtual address Addr
+// inside a memory region whose local key is LKey. Its layout is struct
+// rxe_sge (and struct ib_sge), so SGE lists are copied into WQEs as they are.
+type SGE struct {
+	Addr   uint64
+	Length uint32
+	LKey   uint32
+}
+
+// Opcode is a send work request opcode. The values are the kernel's
+// enum ib_wr_opcode (= enum ib_uverbs_wr_opcode in rdma/ib_user_verbs.h),
+// which rdma_rxe reads from the WQE; librxe stores libibverbs' IBV_WR_* there
+// unchanged because the two enums agree.
+type Opcode uint32
+
+// Send opcodes supported on RC queue pairs.
+const (
+	OpRDMAWrite        Opcode = 0 // IB_UVERBS_WR_RDMA_WRITE
+	OpRDMAWriteWithImm Opcode = 1 // IB_UVERBS_WR_RDMA_WRITE_WITH_IMM
+	OpSend             Opcode = 2 // IB_UVERBS_WR_SEND
+	OpSendWithImm      Opcode = 3 // IB_UVERBS_WR_SEND_WITH_IMM
+	OpRDMARead         Opcode = 4 // IB_UVERBS_WR_RDMA_READ
+)
+
+var opcodeNames = [...]string{
+	OpRDMAWrite:        "RDMA_WRITE",
+	OpRDMAWriteWithImm: "RDMA_WRITE_WITH_IMM",
+	OpSend:             "SEND",
+	OpSendWithImm:      "SEND_WITH_IMM",
+	OpRDMARead:         "RDMA_READ",
+}
+
+// String names the opcode like IBV_WR_*, without the prefix.
+func (o Opcode) String() string {
+	if int(o) < len(opcodeNames) {
+		return opcodeNames[o]
+	}
+	return "Opcode(" + strconv.FormatUint(uint64(o), 10) + ")"
+}
+
+// hasImm reports whether the opcode carries immediate data.
+func (o Opcode) hasImm() bool { return o == OpSendWithImm || o == OpRDMAWriteWithImm }
+
+// isRDMA reports whether the opcode addresses remote memory.
+func (o Opcode) isRDMA() bool {
+	return o == OpRDMAWrite || o == OpRDMAWriteWithImm || o == OpRDMARead
+}
+
+// SendFlags are the send_flags of a WQE: the kernel's enum ib_send_flags
+// (equal to libibverbs' IBV_SEND_*).
+type SendFlags uint32
+
+// Send flags.
+const (
+	// Fence waits for earlier RDMA READs to complete before this request runs.
+	Fence SendFlags = 1 << 0
+	// Signaled asks for a completion even when the QP does not signal all.
+	Signaled SendFlags = 1 << 1
+	// Solicited sets the solicited-event bit, waking a peer armed for it.
+	Solicited SendFlags = 1 << 2
+	// Inline copies the payload (SendWR.Inline) into the WQE itself: no MR is
+	// needed and the buffer may be reused as soon as PostSend returns.
+	Inline SendFlags = 1 << 3
+)
+
+// knownSendFlags are the flags PostSend accepts.
+const knownSendFlags = Fence | Signaled | Solicited | Inline
+
+// SendWR is a send work request.
+type SendWR struct {
+	// ID is returned in the completion (wr_id).
+	ID uint64
+	// Opcode is the operation.
+	Opcode Opcode
+	// Flags are the send flags.
+	Flags SendFlags
+	// Imm is the immediate data, in host byte order, for OpSendWithImm and
+	// OpRDMAWriteWithImm; it travels in network byte order.
+	Imm uint32
+	// SGEs is the gather list (the scatter list for OpRDMARead). It must be
+	// empty when Flags has Inline.
+	SGEs []SGE
+	// Inline is the payload of an Inline request, at most the QP's granted
+	// max_inline_data bytes.
+	Inline []byte
+	// RemoteAddr and RKey address the peer's memory for the RDMA opcodes.
+	RemoteAddr uint64
+	RKey       uint32
+}
+
+// RecvWR is a receive work request: the scatter list one incoming message
+// is written to.
+type RecvWR struct {
+	ID   uint64
+	SGEs []SGE
+}
+
+// postError is a posting error: a fixed message that unwraps to the errno
+// librxe returns for the same case, so errors.Is(err, unix.ENOMEM) works.
+// The values are preallocated, so returning one allocates nothing.
+type postError struct {
+	msg   string
+	errno unix.Errno
+}
+
+func (e *postError) Error() string { return e.msg }
+func (e *postError) Unwrap() error { return e.errno }
+
+// Errors from PostSend and PostRecv. Nothing of a failing call is posted.
+var (
+	// ErrQueueFull: the work queue has no room for all the requests (ENOMEM).
+	ErrQueueFull error = &postError{"rxe: work queue full", unix.ENOMEM}
+	// ErrTooManySGEs: an SGE list is longer than the QP's granted maximum (EINVAL).
+	ErrTooManySGEs error = &postError{"rxe: too many SGEs", unix.EINVAL}
+	// ErrInlineTooLong: inline data exceeds the QP's granted max_inline_data (EINVAL).
+	ErrInlineTooLong error = &postError{"rxe: inline data too long", unix.EINVAL}
+	// ErrInvalidWR: an unknown opcode or flag, inline data with an SGE list,
+	// inline RDMA READ, or a message longer than 2 GiB (EINVAL).
+	ErrInvalidWR error = &postError{"rxe: invalid work request", unix.EINVAL}
+	// ErrClosed: the queue has been closed (EBADF).
+	ErrClosed error = &postError{"rxe: queue closed", unix.EBADF}
+)
+
+// ErrNotSupported reports a queue type or feature this provider does not do yet.
+var ErrNotSupported = errors.New("rxe: not supported")
+
+// maxMessage is the largest message IB transports carry (2^31 bytes).
+const maxMessage = 1 << 31
+
+// sgeTotal sums an SGE list's lengths, failing past maxMessage.
+func sgeTotal(sges []SGE) (uint32, error) {
+	var n uint64
+	for i := range sges {
+		n += uint64(sges[i].Length)
+	}
+	if n > maxMessage {
+		return 0, ErrInvalidWR
+	}
+	return uint32(n), nil
+}
+
+// wrapErr names a verb in an error from a non-hot path.
+func wrapErr(verb string, err error) error { return fmt.Errorf("rxe: %s: %w", verb, err) }

@@ -1,0 +1,68 @@
+package uverbs
+
+// Raw structs and numbers of the ioctl method/attribute interface:
+// <rdma/rdma_user_ioctl_cmds.h>, <rdma/ib_user_ioctl_cmds.h> and
+// <rdma/ib_user_ioctl_verbs.h>. Pinned by abi_test.go.
+
+// rdmaVerbsIoctl is RDMA_VERBS_IOCTL, _IOWR(0x1b, 1, struct
+// ib_uverbs_ioctl_hdr); the generic _IOC encoding is the same on amd64 and
+// arm64.
+const rdmaVerbsIoctl = 0xc0181b01
+
+// Attribute flags (UVERBS_ATTR_F_*).
+const (
+	attrFMandatory   = 1 << 0
+	attrFValidOutput = 1 << 1
+)
+
+// Objects, methods and attribute ids used here.
+const (
+	objectDevice = 0 // UVERBS_OBJECT_DEVICE
+
+	methodQueryGIDTable = 5 // UVERBS_METHOD_QUERY_GID_TABLE
+	methodQueryGIDEntry = 6 // UVERBS_METHOD_QUERY_GID_ENTRY
+
+	attrQueryGIDTableEntrySize     = 0 // UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE
+	attrQueryGIDTableFlags         = 1 // UVERBS_ATTR_QUERY_GID_TABLE_FLAGS
+	attrQueryGIDTableRespEntries   = 2 // UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES
+	attrQueryGIDTableRespNumEntrys = 3 // UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES
+
+	attrQueryGIDEntryPort      = 0 // UVERBS_ATTR_QUERY_GID_ENTRY_PORT
+	attrQueryGIDEntryGIDIndex  = 1 // UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX
+	attrQueryGIDEntryFlags     = 2 // UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS
+	attrQueryGIDEntryRespEntry = 3 // UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY
+
+	// attrUHWIn and attrUHWOut carry driver data (UVERBS_ATTR_UHW_IN/OUT).
+	attrUHWIn  = 0x1000
+	attrUHWOut = 0x1001
+)
+
+// ioctlHdr is struct ib_uverbs_ioctl_hdr; the attributes follow it.
+type ioctlHdr struct {
+	Length    uint16
+	ObjectID  uint16
+	MethodID  uint16
+	NumAttrs  uint16
+	Reserved1 uint64
+	DriverID  uint32
+	Reserved2 uint32
+}
+
+// ioctlAttr is struct ib_uverbs_attr. Data holds inline values (up to 8
+// bytes) or a user pointer; pointers are pinned by ioctlBuf for the call.
+type ioctlAttr struct {
+	AttrID   uint16
+	Len      uint16
+	Flags    uint16
+	AttrData uint16 // enum_data.elem_id in the low byte, or reserved
+	Data     uint64
+}
+
+// gidEntry is struct ib_uverbs_gid_entry.
+type gidEntry struct {
+	GID           [16]byte // __aligned_u64 gid[2], raw network order
+	GIDIndex      uint32
+	PortNum       uint32
+	GIDType       uint32
+	NetdevIfindex uint32
+}

@@ -1,0 +1,111 @@
+package uverbs
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// maxDriverData bounds the driver-specific request and response data
+// (udata) one write() command carries. rdma_rxe needs 32 bytes at most
+// (struct rxe_create_qp_resp); the bound keeps command frames on the stack.
+const maxDriverData = 64
+
+// writeFrame is the contiguous image of a legacy write() command:
+// struct ib_uverbs_cmd_hdr, the core request, then the driver request.
+type writeFrame[Req any] struct {
+	hdr cmdHdr
+	req Req
+	drv [maxDriverData]byte
+}
+
+// exWriteFrame is the image of an extended write() command:
+// struct ib_uverbs_cmd_hdr, struct ib_uverbs_ex_cmd_hdr, the core request,
+// then the driver request.
+type exWriteFrame[Req any] struct {
+	hdr cmdHdr
+	ex  exCmdHdr
+	req Req
+	drv [maxDriverData]byte
+}
+
+// respFrame receives the core response and, directly after it, the driver
+// response; the kernel writes both through one response pointer.
+type respFrame[Resp any] struct {
+	resp Resp
+	drv  [maxDriverData]byte
+}
+
+// ptr is the value for the request's Response field. Callers store it with
+// a plain field assignment, which keeps both frames on the stack.
+func (r *respFrame[Resp]) ptr() ptr64 { return ptr64{unsafe.Pointer(r)} }
+
+// noResp is the response frame of commands without a response.
+var noResp *respFrame[struct{}]
+
+func checkDriverData(verb string, in []byte, out, unit int) error {
+	if len(in) > maxDriverData || out > maxDriverData {
+		return fmt.Errorf("uverbs: %s: driver data of %d/%d bytes exceeds %d: %w", verb, len(in), out, maxDriverData, ErrNotSupported)
+	}
+	if len(in)%unit != 0 || out%unit != 0 {
+		return fmt.Errorf("uverbs: %s: driver data of %d/%d bytes is not a multiple of %d", verb, len(in), out, unit)
+	}
+	return nil
+}
+
+// buildWrite completes f, whose request the caller filled in, with the
+// header and the driver data, and returns how many bytes to write. in_words
+// and out_words count 4-byte words of the whole request and of the whole
+// response (core and driver parts).
+func buildWrite[Req, Resp any](f *writeFrame[Req], cmd uint32, resp *respFrame[Resp], driverIn []byte, driverOut int) uintptr {
+	n := unsafe.Offsetof(f.drv) + uintptr(copy(f.drv[:], driverIn))
+	f.hdr = cmdHdr{
+		Command:  cmd,
+		InWords:  uint16(n / 4),
+		OutWords: uint16((unsafe.Sizeof(resp.resp) + uintptr(driverOut)) / 4),
+	}
+	return n
+}
+
+// execWrite runs one legacy write() command on fd: the request in f.req
+// plus driverIn; the kernel answers into resp, driverOut bytes of driver
+// data included. f.req's Response field, if the command has one, must hold
+// resp.ptr(). Callers fill f.req themselves rather than passing a request
+// to copy: a copy of a pointer-holding type parameter inside generic code
+// would move both frames to the heap.
+func execWrite[Req, Resp any](fd int, verb string, cmd uint32, f *writeFrame[Req], resp *respFrame[Resp], driverIn []byte, driverOut int) error {
+	if len(driverIn)|driverOut != 0 {
+		if err := checkDriverData(verb, driverIn, driverOut, 4); err != nil {
+			return err
+		}
+	}
+	n := buildWrite(f, cmd, resp, driverIn, driverOut)
+	return writeCmd(fd, verb, unsafe.Pointer(f), n)
+}
+
+// buildWriteEx completes an extended command: the response pointer lives
+// in the extended header, and the lengths count 8-byte words of the core
+// and the driver parts separately.
+func buildWriteEx[Req, Resp any](f *exWriteFrame[Req], cmd uint32, resp *respFrame[Resp], driverIn []byte, driverOut int) uintptr {
+	f.ex.Response = resp.ptr()
+	f.ex.ProviderInWords = uint16(len(driverIn) / 8)
+	f.ex.ProviderOutWords = uint16(driverOut / 8)
+	n := unsafe.Offsetof(f.drv) + uintptr(copy(f.drv[:], driverIn))
+	f.hdr = cmdHdr{
+		Command:  cmdFlagExtended | cmd,
+		InWords:  uint16(unsafe.Sizeof(f.req) / 8),
+		OutWords: uint16(unsafe.Sizeof(resp.resp) / 8),
+	}
+	return n
+}
+
+// execWriteEx runs one extended write() command on fd, the request in
+// f.req; the response goes to resp.
+func execWriteEx[Req, Resp any](fd int, verb string, cmd uint32, f *exWriteFrame[Req], resp *respFrame[Resp], driverIn []byte, driverOut int) error {
+	if len(driverIn)|driverOut != 0 {
+		if err := checkDriverData(verb, driverIn, driverOut, 8); err != nil {
+			return err
+		}
+	}
+	n := buildWriteEx(f, cmd, resp, driverIn, driverOut)
+	return writeCmd(fd, verb, unsafe.Pointer(f), n)
+}

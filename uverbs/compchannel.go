@@ -1,0 +1,72 @@
+package uverbs
+
+import (
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// CompChannel is a completion channel: an fd that becomes readable when an
+// armed CQ attached to it gets a completion. The fd is non-blocking, so it
+// can be polled with epoll/poll.
+type CompChannel struct {
+	ctx   *Context
+	fd    int
+	close once
+}
+
+// CreateCompChannel creates a completion channel
+// (IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL).
+func (c *Context) CreateCompChannel() (*CompChannel, error) {
+	var resp respFrame[createCompChannelResp]
+	var f writeFrame[createCompChannelCmd]
+	f.req = createCompChannelCmd{Response: resp.ptr()}
+	if err := execWrite(c.fd, "create_comp_channel", cmdCreateCompChannel, &f, &resp, nil, 0); err != nil {
+		return nil, err
+	}
+	fd := int(resp.resp.FD)
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("uverbs: create_comp_channel: %w", err)
+	}
+	return &CompChannel{ctx: c, fd: fd}, nil
+}
+
+// FD returns the channel fd (non-blocking, pollable), owned by the channel.
+func (ch *CompChannel) FD() int { return ch.fd }
+
+// errNoCompEvent is what ReadEvent returns when no event is queued;
+// preallocated so that polling an empty channel allocates nothing.
+var errNoCompEvent = &Error{Verb: "read_comp_event", Errno: unix.EAGAIN}
+
+// ReadEvent reads one completion event without blocking and returns the
+// user handle of the CQ it is for (CQAttr.UserHandle). With no event queued
+// it returns an error wrapping unix.EAGAIN. Every event read must later be
+// accounted for when the CQ is destroyed (see CQ.Destroy).
+func (ch *CompChannel) ReadEvent() (uint64, error) {
+	var d compEventDesc
+	switch errno := readEvent(ch.fd, unsafe.Pointer(&d), unsafe.Sizeof(d)); errno {
+	case 0:
+		return d.CQHandle, nil
+	case unix.EAGAIN:
+		return 0, errNoCompEvent
+	default:
+		return 0, cmdError("read_comp_event", errno)
+	}
+}
+
+// Close closes the channel fd. The kernel keeps the channel alive while CQs
+// use it; destroy them first. Idempotent.
+func (ch *CompChannel) Close() error {
+	var err error
+	ch.close.do(func() error {
+		// The fd is released even when close(2) reports an error.
+		if e := unix.Close(ch.fd); e != nil {
+			err = fmt.Errorf("uverbs: close completion channel: %w", e)
+		}
+		ch.fd = -1
+		return nil
+	})
+	return err
+}

@@ -1,0 +1,118 @@
+package uverbs
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// rxeABIMin and rxeABIMax are the driver ABI versions librxe accepts on
+// 64-bit machines; the ring layouts used by pureverbs are those.
+const (
+	rxeABIMin = 1
+	rxeABIMax = 2
+)
+
+// Context is an open device: the uverbs command fd after GET_CONTEXT, and the
+// async event fd the kernel created with it. Its methods may be called from
+// several goroutines, but not concurrently with Close.
+type Context struct {
+	dev            Device
+	fd             int
+	asyncFD        int
+	numCompVectors int
+	driverID       DriverID
+	driverIDErr    error // why driverID is unknown, reported by ioctl verbs
+
+	close once
+}
+
+// Open opens d's character device and creates a device context
+// (IB_USER_VERBS_CMD_GET_CONTEXT). It refuses a driver ABI version the
+// provider does not speak.
+func Open(d Device) (*Context, error) {
+	id, idErr := driverIDOf(d.Name)
+	if err := checkDriverABI(d, id); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Open(d.Path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: open %s (%s): %w", d.Path, d.Name, err)
+	}
+	c := &Context{dev: d, fd: fd, asyncFD: -1, driverID: id, driverIDErr: idErr}
+	var resp respFrame[getContextResp]
+	var f writeFrame[getContextCmd]
+	f.req = getContextCmd{Response: resp.ptr()}
+	if err := execWrite(fd, "get_context", cmdGetContext, &f, &resp, nil, 0); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	c.asyncFD = int(resp.resp.AsyncFD)
+	c.numCompVectors = int(resp.resp.NumCompVectors)
+	if err := unix.SetNonblock(c.asyncFD, true); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("uverbs: get_context: async fd: %w", err)
+	}
+	return c, nil
+}
+
+// checkDriverABI refuses a driver ABI version the provider does not speak.
+// Only rdma_rxe has a provider here; other drivers are left to their users.
+func checkDriverABI(d Device, id DriverID) error {
+	if id == DriverRXE && (d.ABIVersion < rxeABIMin || d.ABIVersion > rxeABIMax) {
+		return &ABIError{What: d.Name + " driver ABI", Version: d.ABIVersion, Min: rxeABIMin, Max: rxeABIMax}
+	}
+	return nil
+}
+
+// Device returns the device this context was opened on.
+func (c *Context) Device() Device { return c.dev }
+
+// DriverID returns the kernel driver id of the device (DriverUnknown if RDMA
+// netlink could not tell).
+func (c *Context) DriverID() DriverID { return c.driverID }
+
+// FD returns the uverbs command fd. Providers mmap queue rings through it;
+// it stays owned by the Context.
+func (c *Context) FD() int { return c.fd }
+
+// AsyncFD returns the non-blocking async event fd (pollable), owned by the
+// Context. See ReadAsyncEvent.
+func (c *Context) AsyncFD() int { return c.asyncFD }
+
+// NumCompVectors is the number of completion vectors of the device.
+func (c *Context) NumCompVectors() int { return c.numCompVectors }
+
+// Close closes the async event fd and the command fd; the kernel then
+// releases every object still alive in the context. Close is idempotent.
+func (c *Context) Close() error {
+	var err error
+	c.close.do(func() error {
+		// Both fds are gone after close(2) whatever it returns, so the
+		// context counts as closed even when an error is reported.
+		if c.asyncFD >= 0 {
+			if e := unix.Close(c.asyncFD); e != nil {
+				err = fmt.Errorf("uverbs: close async fd: %w", e)
+			}
+		}
+		if e := unix.Close(c.fd); e != nil && err == nil {
+			err = fmt.Errorf("uverbs: close %s: %w", c.dev.Path, e)
+		}
+		c.fd, c.asyncFD = -1, -1
+		return nil
+	})
+	return err
+}
+
+// ioctlDriverID returns the id ioctl commands must carry, or why it is
+// unknown.
+func (c *Context) ioctlDriverID(verb string) (uint32, error) {
+	if c.driverID == DriverUnknown {
+		return 0, fmt.Errorf("uverbs: %s: driver id of %s unknown (%v): %w", verb, c.dev.Name, c.driverIDErr, ErrNotSupported)
+	}
+	return uint32(c.driverID), nil
+}
+
+// released reports whether the context was closed, so that the kernel has
+// already released every object of it: destroying a child is then a no-op.
+func (c *Context) released() bool { return c.close.closed() }

@@ -1,0 +1,20 @@
+// Package uverbs speaks the Linux RDMA user-verbs kernel ABI directly, without
+// libibverbs and without cgo.
+//
+// It owns every raw struct of <rdma/ib_user_verbs.h>, <rdma/ib_user_ioctl_verbs.h>
+// and <rdma/rdma_user_ioctl_cmds.h> that pureverbs uses, and the two ways the
+// kernel accepts commands on /dev/infiniband/uverbsN: write() of a command
+// header plus request (legacy and extended headers), and the RDMA_VERBS_IOCTL
+// method/attribute interface. On top of that it offers device discovery
+// through sysfs, device contexts, device/port/GID queries, protection domains,
+// off-heap buffers and memory regions, completion channels, and the kernel
+// side of completion queues and queue pairs.
+//
+// Queue memory (the rings a provider such as rdma_rxe mmaps) is not handled
+// here: a provider package passes its driver-specific response buffer to
+// CreateCQ/CreateQP and maps the rings itself through Context.FD.
+//
+// Objects must be released child-first (QP, CQ, MR, PD, channel, then the
+// Context). Closing a Context releases everything the kernel still holds for
+// it, but Go objects created from it become unusable.
+package uverbs

@@ -1,0 +1,176 @@
+package uverbs
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// GID is a 128-bit global identifier in network byte order. For RoCE it is
+// an IPv6 address, or an IPv4-mapped one (::ffff:a.b.c.d).
+type GID [16]byte
+
+// IsZero reports whether g is all zeros, which marks an unused table slot.
+func (g GID) IsZero() bool { return g == GID{} }
+
+// Addr returns g as an IP address.
+func (g GID) Addr() netip.Addr { return netip.AddrFrom16(g) }
+
+// To4 returns the IPv4 address of an IPv4-mapped GID, or nil.
+func (g GID) To4() net.IP {
+	if a := g.Addr(); a.Is4In6() {
+		v4 := a.Unmap().As4()
+		return net.IP(v4[:])
+	}
+	return nil
+}
+
+// String formats g as an IPv6 address, e.g. "::ffff:10.99.0.1" or
+// "fe80::1".
+func (g GID) String() string { return g.Addr().String() }
+
+// GIDType is enum ib_uverbs_gid_type.
+type GIDType uint8
+
+// GID types.
+const (
+	GIDTypeIB     GIDType = 0
+	GIDTypeRoCEv1 GIDType = 1
+	GIDTypeRoCEv2 GIDType = 2
+)
+
+func (t GIDType) String() string {
+	switch t {
+	case GIDTypeIB:
+		return "IB"
+	case GIDTypeRoCEv1:
+		return "RoCE v1"
+	case GIDTypeRoCEv2:
+		return "RoCE v2"
+	}
+	return fmt.Sprintf("GIDType(%d)", uint8(t))
+}
+
+// GIDEntry is one populated slot of a port's GID table.
+type GIDEntry struct {
+	GID         GID
+	Index       int   // slot in the port's table (the sgid_index of an address vector)
+	Port        uint8 // 1-based port
+	Type        GIDType
+	NetdevIndex int // ifindex of the netdev the GID belongs to, 0 if none
+}
+
+func gidEntryFrom(e *gidEntry) GIDEntry {
+	return GIDEntry{
+		GID:         GID(e.GID),
+		Index:       int(e.GIDIndex),
+		Port:        uint8(e.PortNum),
+		Type:        GIDType(e.GIDType),
+		NetdevIndex: int(e.NetdevIfindex),
+	}
+}
+
+// QueryGIDTable returns every populated GID of every port, with its type and
+// netdev (UVERBS_METHOD_QUERY_GID_TABLE). All-zero entries are never
+// returned.
+func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
+	const verb = "query_gid_table"
+	driverID, err := c.ioctlDriverID(verb)
+	if err != nil {
+		return nil, err
+	}
+	dev, err := c.QueryDevice()
+	if err != nil {
+		return nil, err
+	}
+	total := 0
+	for p := 1; p <= dev.PhysPortCnt; p++ {
+		pa, err := c.QueryPort(uint8(p))
+		if err != nil {
+			return nil, err
+		}
+		total += pa.GIDTableLen
+	}
+	if total == 0 {
+		return nil, nil
+	}
+	raw := make([]gidEntry, total)
+	var num uint64
+	b, numAttr := queryGIDTableCmd(driverID, raw, &num)
+	if err := b.exec(c.fd, verb); err != nil {
+		return nil, gidIoctlError(err)
+	}
+	if numAttr.Flags&attrFValidOutput == 0 || num > uint64(total) {
+		return nil, fmt.Errorf("uverbs: %s: kernel reported %d entries for a table of %d", verb, num, total)
+	}
+	out := make([]GIDEntry, 0, num)
+	for i := range raw[:num] {
+		if GID(raw[i].GID).IsZero() {
+			continue
+		}
+		out = append(out, gidEntryFrom(&raw[i]))
+	}
+	return out, nil
+}
+
+// QueryGID returns the GID at index of port (UVERBS_METHOD_QUERY_GID_ENTRY).
+// An unpopulated slot yields an error wrapping ErrGIDUnused.
+func (c *Context) QueryGID(port uint8, index int) (GIDEntry, error) {
+	const verb = "query_gid_entry"
+	driverID, err := c.ioctlDriverID(verb)
+	if err != nil {
+		return GIDEntry{}, err
+	}
+	if index < 0 || index > 1<<31-1 {
+		return GIDEntry{}, fmt.Errorf("uverbs: %s: index %d out of range: %w", verb, index, unix.EINVAL)
+	}
+	var e gidEntry
+	b := queryGIDEntryCmd(driverID, port, uint32(index), &e)
+	if err := b.exec(c.fd, verb); err != nil {
+		// The GID cache answers ENODATA for a slot that holds nothing.
+		if errors.Is(err, unix.ENODATA) {
+			return GIDEntry{}, fmt.Errorf("uverbs: %s: port %d index %d: %w (%w)", verb, port, index, ErrGIDUnused, err)
+		}
+		return GIDEntry{}, gidIoctlError(err)
+	}
+	if GID(e.GID).IsZero() {
+		return GIDEntry{}, fmt.Errorf("uverbs: %s: port %d index %d: %w", verb, port, index, ErrGIDUnused)
+	}
+	return gidEntryFrom(&e), nil
+}
+
+// queryGIDTableCmd builds UVERBS_METHOD_QUERY_GID_TABLE as libibverbs 44
+// does (_ibv_query_gid_table): entry size, flags 0, the entry array, and the
+// count; it returns the count attribute to check the kernel's output flag.
+func queryGIDTableCmd(driverID uint32, entries []gidEntry, num *uint64) (*ioctlBuf, *ioctlAttr) {
+	size := unsafe.Sizeof(entries[0])
+	b := newIoctl(objectDevice, methodQueryGIDTable, driverID)
+	b.constIn(attrQueryGIDTableEntrySize, uint64(size))
+	b.u32In(attrQueryGIDTableFlags, 0)
+	b.ptrOut(attrQueryGIDTableRespEntries, unsafe.Pointer(&entries[0]), len(entries)*int(size))
+	return b, b.ptrOut(attrQueryGIDTableRespNumEntrys, unsafe.Pointer(num), int(unsafe.Sizeof(*num)))
+}
+
+// queryGIDEntryCmd builds UVERBS_METHOD_QUERY_GID_ENTRY as libibverbs 44
+// does (_ibv_query_gid_ex); the kernel requires the flags attribute.
+func queryGIDEntryCmd(driverID uint32, port uint8, index uint32, e *gidEntry) *ioctlBuf {
+	b := newIoctl(objectDevice, methodQueryGIDEntry, driverID)
+	b.constIn(attrQueryGIDEntryPort, uint64(port))
+	b.constIn(attrQueryGIDEntryGIDIndex, uint64(index))
+	b.u32In(attrQueryGIDEntryFlags, 0)
+	b.ptrOut(attrQueryGIDEntryRespEntry, unsafe.Pointer(e), int(unsafe.Sizeof(*e)))
+	return b
+}
+
+// gidIoctlError marks a kernel without the GID methods (before 5.10) as
+// ErrNotSupported, keeping the errno.
+func gidIoctlError(err error) error {
+	if errors.Is(err, unix.EPROTONOSUPPORT) || errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.EOPNOTSUPP) {
+		return fmt.Errorf("%w (%w)", ErrNotSupported, err)
+	}
+	return err
+}

@@ -1,0 +1,147 @@
+package uverbs
+
+import (
+	"fmt"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Access is a set of memory region / QP access flags (enum
+// ib_uverbs_access_flags).
+type Access uint32
+
+// Access flags.
+const (
+	AccessLocalWrite   Access = 1 << 0
+	AccessRemoteWrite  Access = 1 << 1
+	AccessRemoteRead   Access = 1 << 2
+	AccessRemoteAtomic Access = 1 << 3
+	AccessMWBind       Access = 1 << 4
+	AccessZeroBased    Access = 1 << 5
+	AccessOnDemand     Access = 1 << 6
+	AccessHugeTLB      Access = 1 << 7
+
+	// AccessRelaxedOrdering is an optional flag: devices that do not
+	// know it ignore it.
+	AccessRelaxedOrdering Access = 1 << 20
+)
+
+var accessNames = []struct {
+	a    Access
+	name string
+}{
+	{AccessLocalWrite, "LocalWrite"}, {AccessRemoteWrite, "RemoteWrite"},
+	{AccessRemoteRead, "RemoteRead"}, {AccessRemoteAtomic, "RemoteAtomic"},
+	{AccessMWBind, "MWBind"}, {AccessZeroBased, "ZeroBased"},
+	{AccessOnDemand, "OnDemand"}, {AccessHugeTLB, "HugeTLB"},
+	{AccessRelaxedOrdering, "RelaxedOrdering"},
+}
+
+func (a Access) String() string {
+	if a == 0 {
+		return "0"
+	}
+	var parts []string
+	for _, n := range accessNames {
+		if a&n.a != 0 {
+			parts = append(parts, n.name)
+			a &^= n.a
+		}
+	}
+	if a != 0 {
+		parts = append(parts, fmt.Sprintf("%#x", uint32(a)))
+	}
+	return strings.Join(parts, "|")
+}
+
+// checkMRAccess applies the kernel's rule (ib_check_mr_access) before the
+// call, so that the error says why.
+func checkMRAccess(a Access) error {
+	if a&(AccessRemoteWrite|AccessRemoteAtomic) != 0 && a&AccessLocalWrite == 0 {
+		return fmt.Errorf("uverbs: reg_mr: access %v: remote write and remote atomic need LocalWrite: %w", a, unix.EINVAL)
+	}
+	return nil
+}
+
+// MR is a registered memory region.
+type MR struct {
+	pd     *PD
+	buf    *Buffer
+	handle uint32
+	lkey   uint32
+	rkey   uint32
+	addr   uint64
+	length int
+	close  once
+}
+
+// RegisterMR registers all of b with access (IB_USER_VERBS_CMD_REG_MR). The
+// I/O virtual address is the buffer's address, as with ibv_reg_mr.
+func (pd *PD) RegisterMR(b *Buffer, access Access) (*MR, error) {
+	return pd.RegisterMRRange(b, 0, b.Len(), access)
+}
+
+// RegisterMRRange registers length bytes of b starting at off.
+func (pd *PD) RegisterMRRange(b *Buffer, off, length int, access Access) (*MR, error) {
+	if off < 0 || length <= 0 || off > b.Len() || length > b.Len()-off {
+		return nil, fmt.Errorf("uverbs: reg_mr: range [%d, +%d) outside buffer of %d bytes: %w", off, length, b.Len(), unix.EINVAL)
+	}
+	if err := checkMRAccess(access); err != nil {
+		return nil, err
+	}
+	if err := b.register(); err != nil {
+		return nil, err
+	}
+	addr := b.Addr() + uint64(off)
+	var resp respFrame[regMRResp]
+	var f writeFrame[regMRCmd]
+	f.req = regMRCmd{
+		Response:    resp.ptr(),
+		Start:       addr,
+		Length:      uint64(length),
+		HCAVA:       addr,
+		PDHandle:    pd.handle,
+		AccessFlags: uint32(access),
+	}
+	if err := execWrite(pd.ctx.fd, "reg_mr", cmdRegMR, &f, &resp, nil, 0); err != nil {
+		b.unregister()
+		return nil, err
+	}
+	r := &resp.resp
+	return &MR{pd: pd, buf: b, handle: r.MRHandle, lkey: r.LKey, rkey: r.RKey, addr: addr, length: length}, nil
+}
+
+// LKey returns the local key, for SGEs.
+func (mr *MR) LKey() uint32 { return mr.lkey }
+
+// RKey returns the remote key, for peers' RDMA reads and writes.
+func (mr *MR) RKey() uint32 { return mr.rkey }
+
+// Addr returns the region's start address (its I/O virtual address).
+func (mr *MR) Addr() uint64 { return mr.addr }
+
+// Len returns the region's length in bytes.
+func (mr *MR) Len() int { return mr.length }
+
+// Handle returns the kernel handle of the MR.
+func (mr *MR) Handle() uint32 { return mr.handle }
+
+// Buffer returns the buffer the region covers.
+func (mr *MR) Buffer() *Buffer { return mr.buf }
+
+// Close deregisters the region (IB_USER_VERBS_CMD_DEREG_MR). Idempotent;
+// after the Context was closed it only releases the buffer.
+func (mr *MR) Close() error {
+	return mr.close.do(func() error {
+		if !mr.pd.ctx.released() {
+			var f writeFrame[deregMRCmd]
+			f.req = deregMRCmd{MRHandle: mr.handle}
+			if err := execWrite(mr.pd.ctx.fd, "dereg_mr", cmdDeregMR, &f, noResp, nil, 0); err != nil {
+				return err
+			}
+		}
+		mr.buf.unregister()
+		return nil
+	})
+}

@@ -1,0 +1,145 @@
+package uverbs
+
+import "fmt"
+
+// PortState is enum ib_port_state.
+type PortState uint8
+
+// Port states.
+const (
+	PortNOP         PortState = 0
+	PortDown        PortState = 1
+	PortInit        PortState = 2
+	PortArmed       PortState = 3
+	PortActive      PortState = 4
+	PortActiveDefer PortState = 5
+)
+
+func (s PortState) String() string {
+	switch s {
+	case PortNOP:
+		return "NOP"
+	case PortDown:
+		return "DOWN"
+	case PortInit:
+		return "INIT"
+	case PortArmed:
+		return "ARMED"
+	case PortActive:
+		return "ACTIVE"
+	case PortActiveDefer:
+		return "ACTIVE_DEFER"
+	}
+	return fmt.Sprintf("PortState(%d)", uint8(s))
+}
+
+// MTU is enum ib_mtu: 1 = 256 bytes ... 5 = 4096 bytes.
+type MTU uint8
+
+// Path MTUs.
+const (
+	MTU256  MTU = 1
+	MTU512  MTU = 2
+	MTU1024 MTU = 3
+	MTU2048 MTU = 4
+	MTU4096 MTU = 5
+)
+
+// Bytes returns the MTU in bytes, 0 if invalid.
+func (m MTU) Bytes() int {
+	if m < MTU256 || m > MTU4096 {
+		return 0
+	}
+	return 128 << m
+}
+
+func (m MTU) String() string {
+	if b := m.Bytes(); b != 0 {
+		return fmt.Sprint(b)
+	}
+	return fmt.Sprintf("MTU(%d)", uint8(m))
+}
+
+// LinkLayer is the port's link layer (IBV_LINK_LAYER_*).
+type LinkLayer uint8
+
+// Link layers.
+const (
+	LinkLayerUnspecified LinkLayer = 0
+	LinkLayerInfiniBand  LinkLayer = 1
+	LinkLayerEthernet    LinkLayer = 2
+)
+
+func (l LinkLayer) String() string {
+	switch l {
+	case LinkLayerUnspecified:
+		return "unspecified"
+	case LinkLayerInfiniBand:
+		return "InfiniBand"
+	case LinkLayerEthernet:
+		return "Ethernet"
+	}
+	return fmt.Sprintf("LinkLayer(%d)", uint8(l))
+}
+
+// PortAttr is what QUERY_PORT reports.
+type PortAttr struct {
+	State         PortState
+	MaxMTU        MTU
+	ActiveMTU     MTU
+	GIDTableLen   int
+	PortCapFlags  uint32 // IB_UVERBS_PCF_*
+	MaxMsgSize    uint32
+	BadPKeyCntr   uint32
+	QKeyViolCntr  uint32
+	PKeyTableLen  int
+	LID           uint16
+	SMLID         uint16
+	LMC           uint8
+	MaxVLNum      uint8
+	SMSL          uint8
+	SubnetTimeout uint8
+	ActiveWidth   uint8
+	ActiveSpeed   uint8
+	PhysState     uint8
+	LinkLayer     LinkLayer
+	GRHRequired   bool // IB_UVERBS_QPF_GRH_REQUIRED: every address vector needs a GRH (RoCE)
+}
+
+const portFlagGRHRequired = 1 << 0 // IB_UVERBS_QPF_GRH_REQUIRED
+
+// QueryPort returns the attributes of port (1-based).
+func (c *Context) QueryPort(port uint8) (PortAttr, error) {
+	var resp respFrame[queryPortResp]
+	var f writeFrame[queryPortCmd]
+	f.req = queryPortCmd{Response: resp.ptr(), PortNum: port}
+	if err := execWrite(c.fd, "query_port", cmdQueryPort, &f, &resp, nil, 0); err != nil {
+		return PortAttr{}, err
+	}
+	return portAttrFrom(&resp.resp), nil
+}
+
+func portAttrFrom(r *queryPortResp) PortAttr {
+	return PortAttr{
+		State:         PortState(r.State),
+		MaxMTU:        MTU(r.MaxMTU),
+		ActiveMTU:     MTU(r.ActiveMTU),
+		GIDTableLen:   int(r.GIDTblLen),
+		PortCapFlags:  r.PortCapFlags,
+		MaxMsgSize:    r.MaxMsgSz,
+		BadPKeyCntr:   r.BadPKeyCntr,
+		QKeyViolCntr:  r.QKeyViolCntr,
+		PKeyTableLen:  int(r.PKeyTblLen),
+		LID:           r.LID,
+		SMLID:         r.SMLID,
+		LMC:           r.LMC,
+		MaxVLNum:      r.MaxVLNum,
+		SMSL:          r.SMSL,
+		SubnetTimeout: r.SubnetTimeout,
+		ActiveWidth:   r.ActiveWidth,
+		ActiveSpeed:   r.ActiveSpeed,
+		PhysState:     r.PhysState,
+		LinkLayer:     LinkLayer(r.LinkLayer),
+		GRHRequired:   r.Flags&portFlagGRHRequired != 0,
+	}
+}
