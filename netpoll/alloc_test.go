@@ -1,0 +1,185 @@
+//go:build linux
+
+package netpoll
+
+import (
+	"net/netip"
+	"sync/atomic"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// counter is a Handler that allocates nothing.
+type counter struct {
+	data, bytes, closes atomic.Int64
+}
+
+func (c *counter) OnData(_ ConnID, p []byte, _ netip.AddrPort) {
+	c.data.Add(1)
+	c.bytes.Add(int64(len(p)))
+}
+
+func (c *counter) OnClosed(ConnID, CloseReason, error) { c.closes.Add(1) }
+
+// allocRig is a driver with a UDP socket, a stream socket and a completion
+// queue, plus the peer ends to feed them.
+type allocRig struct {
+	d          *Driver
+	h          *counter
+	cq         *fakeCQ
+	udpPeer    int
+	streamPeer int
+	payload    []byte
+}
+
+func newAllocRig(t testing.TB, cfg Config) *allocRig {
+	t.Helper()
+	r := &allocRig{h: &counter{}, payload: make([]byte, 64)}
+	d, err := New(cfg, r.h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	r.d = d
+
+	srv, addr := rawUDPTB(t)
+	if _, err := d.AddFD(srv); err != nil {
+		unix.Close(srv)
+		t.Fatal(err)
+	}
+	if r.udpPeer, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(r.udpPeer) })
+	if err := unix.Connect(r.udpPeer, &unix.SockaddrInet4{Addr: addr.Addr().As4(), Port: int(addr.Port())}); err != nil {
+		t.Fatal(err)
+	}
+
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.streamPeer = fds[1]
+	t.Cleanup(func() { unix.Close(r.streamPeer) })
+	if _, err := d.AddFD(fds[0]); err != nil {
+		unix.Close(fds[0])
+		t.Fatal(err)
+	}
+
+	ch, err := newEventfd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ch.close)
+	r.cq = &fakeCQ{ch: ch}
+	if _, err := d.AddCQ(r.cq); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Poll(); err != nil { // installs the sources
+		t.Fatal(err)
+	}
+	return r
+}
+
+// rawUDPTB is rawUDP for tests and benchmarks.
+func rawUDPTB(t testing.TB) (int, netip.AddrPort) {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := sa.(*unix.SockaddrInet4)
+	return fd, netip.AddrPortFrom(netip.AddrFrom4(in.Addr), uint16(in.Port))
+}
+
+// feedAndReceive sends one datagram, some stream bytes and one completion,
+// then polls until all three arrived (bounded).
+func (r *allocRig) feedAndReceive(t testing.TB) {
+	data, cqs := r.h.data.Load(), r.cq.drained.Load()
+	unix.Write(r.udpPeer, r.payload)
+	unix.Write(r.streamPeer, r.payload)
+	r.cq.complete(1)
+	for range 10000 {
+		if r.h.data.Load() >= data+2 && r.cq.drained.Load() > cqs {
+			return
+		}
+		if err := r.d.Poll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatalf("data did not arrive: %d messages, %d completions", r.h.data.Load()-data, r.cq.drained.Load()-cqs)
+}
+
+// The receive passes allocate nothing: with data, idle (which for EpollBusy
+// and Park means arming and sleeping), and per-queue's periodic refresh.
+func TestPassAllocatesNothing(t *testing.T) {
+	for _, cfg := range testConfigs {
+		t.Run(cfg.name(), func(t *testing.T) {
+			r := newAllocRig(t, cfg)
+			const runs = 50
+			start := r.h.data.Load()
+			if a := testing.AllocsPerRun(runs, func() { r.feedAndReceive(t) }); a != 0 {
+				t.Errorf("%v allocations per receiving pass", a)
+			}
+			if got := r.h.data.Load() - start; got != 2*(runs+1) {
+				t.Fatalf("%d messages delivered, want %d: the passes did not receive", got, 2*(runs+1))
+			}
+			if a := testing.AllocsPerRun(runs, func() { r.d.Poll() }); a != 0 {
+				t.Errorf("%v allocations per idle pass", a)
+			}
+			if cfg.PerQueue {
+				if a := testing.AllocsPerRun(1, func() {
+					for range refreshEvery {
+						r.d.Poll()
+					}
+				}); a != 0 {
+					t.Errorf("%v allocations over %d passes with a refresh", a, refreshEvery)
+				}
+			}
+			// Answering, as a handler does, allocates nothing either: SendTo
+			// on the UDP socket (slot 0) and Send on the stream (slot 1).
+			sa, err := unix.Getsockname(r.udpPeer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := sa.(*unix.SockaddrInet4)
+			peer := netip.AddrPortFrom(netip.AddrFrom4(in.Addr), uint16(in.Port))
+			if a := testing.AllocsPerRun(runs, func() {
+				if _, err := r.d.SendTo(0, r.payload, peer); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := r.d.Send(1, r.payload); err != nil {
+					t.Fatal(err)
+				}
+			}); a != 0 {
+				t.Errorf("%v allocations per SendTo+Send", a)
+			}
+			buf := make([]byte, 128)
+			if n, err := unix.Read(r.udpPeer, buf); err != nil || n != len(r.payload) {
+				t.Errorf("the peer got %d bytes, %v", n, err)
+			}
+		})
+	}
+}
+
+// BenchmarkReceivePass is one datagram, one stream chunk and one completion
+// through each backend, on loopback.
+func BenchmarkReceivePass(b *testing.B) {
+	for _, cfg := range testConfigs {
+		b.Run(cfg.name(), func(b *testing.B) {
+			r := newAllocRig(b, cfg)
+			b.ReportAllocs()
+			for b.Loop() {
+				r.feedAndReceive(b)
+			}
+		})
+	}
+}

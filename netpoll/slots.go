@@ -1,0 +1,160 @@
+//go:build linux
+
+package netpoll
+
+import (
+	"fmt"
+	"slices"
+
+	"golang.org/x/sys/unix"
+)
+
+// kind is what a slot holds.
+type kind uint8
+
+const (
+	kindNone kind = iota
+	kindDgram
+	kindStream
+	kindCQ
+)
+
+// source is one slot of the loop's table.
+type source struct {
+	kind    kind
+	owned   bool // the driver closes fd when the source leaves
+	inEpoll bool
+	armed   bool // a completion queue armed and not yet signalled
+	family  int
+	fd      int // the socket, or the completion channel
+	gen     uint32
+	cq      CompletionQueue
+}
+
+func (s *source) socket() bool { return s.kind == kindDgram || s.kind == kindStream }
+
+// slotState is a slot as Add and Remove see it (under Driver.mu).
+type slotState uint8
+
+const (
+	slotFree slotState = iota
+	slotUsed
+	slotRemoving
+)
+
+// op is an addition or removal waiting for the loop.
+type op struct {
+	remove bool
+	index  int
+	gen    uint32
+	src    source
+}
+
+// add reserves a slot, registers the source with epoll and queues it for
+// the loop. A reserved slot's generation goes into the epoll event (Pad), so
+// an event meant for a slot's previous occupant is recognised and skipped.
+func (d *Driver) add(src source) (ConnID, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return -1, ErrClosed
+	}
+	var i int
+	if n := len(d.free); n > 0 {
+		i = d.free[n-1]
+		d.free = d.free[:n-1]
+	} else {
+		i = len(d.used)
+		d.used = append(d.used, slotFree)
+		d.gens = append(d.gens, 0)
+	}
+	d.gens[i]++
+	src.gen = d.gens[i]
+	if d.cfg.usesEpoll() && (src.socket() || d.cfg.sleeps()) {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(i), Pad: int32(src.gen)}
+		if err := unix.EpollCtl(d.ep, unix.EPOLL_CTL_ADD, src.fd, &ev); err != nil {
+			d.free = append(d.free, i)
+			return -1, fmt.Errorf("netpoll: add fd %d: epoll_ctl: %w", src.fd, err)
+		}
+		src.inEpoll = true
+	}
+	d.used[i] = slotUsed
+	d.ops = append(d.ops, op{index: i, gen: src.gen, src: src})
+	d.pending.Store(true)
+	d.signal()
+	return ConnID(i), nil
+}
+
+// applyOps installs and removes what Add and Remove queued. It runs on the
+// loop at the start of a pass; handlers it calls may queue more.
+func (d *Driver) applyOps() {
+	d.mu.Lock()
+	ops := d.ops
+	d.ops = d.spare[:0]
+	d.pending.Store(false)
+	d.mu.Unlock()
+	for _, o := range ops {
+		if !o.remove {
+			d.install(o.index, o.src)
+			continue
+		}
+		if s := &d.slots[o.index]; s.kind != kindNone && s.gen == o.gen {
+			d.closeSlot(o.index, Removed, nil)
+		}
+	}
+	clear(ops) // drop the completion queues they refer to
+	d.mu.Lock()
+	d.spare = ops[:0]
+	d.mu.Unlock()
+}
+
+// install puts src in slot i. Every per-slot table grows here, so that the
+// passes themselves never allocate.
+func (d *Driver) install(i int, src source) {
+	if i >= len(d.slots) {
+		d.slots = append(d.slots, make([]source, i+1-len(d.slots))...)
+		n := len(d.slots)
+		d.socks = slices.Grow(d.socks[:0], n)
+		d.cqs = slices.Grow(d.cqs[:0], n)
+		d.pq.grow(n)
+	}
+	d.slots[i] = src
+	d.listsStale = true
+	d.pq.slotChanged(i)
+}
+
+// closeSlot takes the source in slot i out and tells the handler why.
+func (d *Driver) closeSlot(i int, reason CloseReason, err error) {
+	s := d.slots[i]
+	if s.inEpoll && d.ep >= 0 {
+		// Explicitly: closing a duplicated descriptor does not take the file
+		// out of the epoll set while another descriptor keeps it open.
+		unix.EpollCtl(d.ep, unix.EPOLL_CTL_DEL, s.fd, nil)
+	}
+	if s.owned {
+		unix.Close(s.fd)
+	}
+	d.slots[i] = source{}
+	d.listsStale = true
+	d.pq.slotChanged(i)
+	d.stats.closes.Add(1)
+	d.mu.Lock()
+	d.used[i] = slotFree
+	d.free = append(d.free, i)
+	d.mu.Unlock()
+	d.h.OnClosed(ConnID(i), reason, err)
+}
+
+// rebuildLists refreshes the per-kind slot lists after sources came or went.
+func (d *Driver) rebuildLists() {
+	d.socks, d.cqs = d.socks[:0], d.cqs[:0]
+	for i := range d.slots {
+		switch {
+		case d.slots[i].socket():
+			d.socks = append(d.socks, i)
+		case d.slots[i].kind == kindCQ:
+			d.cqs = append(d.cqs, i)
+		}
+	}
+	d.listsStale = false
+}
