@@ -9,7 +9,7 @@ RUN     ?= .
 ITIMEOUT ?= 20m
 export RXEVM_CACHE := $(CACHE)
 
-.PHONY: all setup demo test check unit itest itest-twovm itest-selfcheck soak bench bench-vm test-host rxevm
+.PHONY: all setup demo test check unit itest itest-matrix itest-twovm itest-selfcheck soak bench bench-vm test-host rxevm
 
 all: test
 
@@ -51,6 +51,10 @@ unit:
 itest: setup
 	CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 -timeout $(ITIMEOUT) \
 		-exec '$(RXEVM) exec' -run '$(RUN)' -v ./integration/
+
+## itest-matrix: the integration tests again on Debian 13's kernel (trixie, 6.12); not part of make test
+itest-matrix:
+	RXEVM_SUITE=trixie $(MAKE) itest
 
 ## itest-twovm: the tests written for two hosts, on two VMs joined by a QEMU socket netdev
 itest-twovm: setup

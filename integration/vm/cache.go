@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -16,6 +17,7 @@ const (
 	EnvCache   = "RXEVM_CACHE"   // cache directory (default <module root>/.cache/rxevm)
 	EnvKernel  = "RXEVM_KERNEL"  // a bzImage/vmlinuz to boot instead of Debian's
 	EnvModules = "RXEVM_MODULES" // its lib/modules/<version> directory (with modules.dep)
+	EnvSuite   = "RXEVM_SUITE"   // the Debian suite whose kernel boots (default DefaultSuite)
 )
 
 // PeerPackages are the Debian packages whose programs the image carries as
@@ -35,12 +37,13 @@ type Kernel struct {
 
 // Cache is the harness's directory of downloaded and unpacked packages.
 type Cache struct {
-	Dir string
-	Log io.Writer // progress; never stdout, which carries test output
+	Dir   string
+	Suite string    // Debian suite of the kernel; "" or DefaultSuite is the machine's own
+	Log   io.Writer // progress; never stdout, which carries test output
 }
 
 // DefaultCache returns the cache named by RXEVM_CACHE, or .cache/rxevm under
-// the module root.
+// the module root, for the kernel of the suite named by RXEVM_SUITE.
 func DefaultCache(log io.Writer) (*Cache, error) {
 	dir := os.Getenv(EnvCache)
 	if dir == "" {
@@ -54,7 +57,7 @@ func DefaultCache(log io.Writer) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cache{Dir: abs, Log: log}, os.MkdirAll(abs, 0o755)
+	return &Cache{Dir: abs, Suite: os.Getenv(EnvSuite), Log: log}, os.MkdirAll(abs, 0o755)
 }
 
 // ModuleRoot walks up from the working directory to the go.mod of this module.
@@ -110,10 +113,11 @@ func (c *Cache) EnsureHostTools() error {
 	return err
 }
 
-// kernelPackage asks apt which linux-image package linux-image-amd64 pulls in.
-func (c *Cache) kernelPackage() (string, error) {
+// kernelPackage asks apt, with the suite's options, which linux-image
+// package linux-image-amd64 pulls in.
+func (c *Cache) kernelPackage(apt []string) (string, error) {
 	for attempt := 0; attempt < 2; attempt++ {
-		out, err := c.run("apt-cache", "depends", "linux-image-amd64")
+		out, err := c.run("apt-cache", append(apt, "depends", "linux-image-amd64")...)
 		if err == nil {
 			for _, line := range strings.Split(string(out), "\n") {
 				if f := strings.Fields(line); len(f) == 2 && f[0] == "Depends:" && strings.HasPrefix(f[1], "linux-image-") {
@@ -122,7 +126,7 @@ func (c *Cache) kernelPackage() (string, error) {
 			}
 		}
 		if attempt == 0 {
-			if _, err := c.run("apt-get", "update"); err != nil {
+			if _, err := c.run("apt-get", append(apt, "update")...); err != nil {
 				return "", err
 			}
 		}
@@ -130,9 +134,9 @@ func (c *Cache) kernelPackage() (string, error) {
 	return "", errors.New("rxevm: apt-cache names no kernel package for linux-image-amd64")
 }
 
-// unpack downloads pkgs with apt-get download and extracts them into dir,
-// once: a complete marker makes later calls free.
-func (c *Cache) unpack(dir string, pkgs ...string) error {
+// unpack downloads pkgs with apt-get download (given the apt options) and
+// extracts them into dir, once: a complete marker makes later calls free.
+func (c *Cache) unpack(dir string, apt []string, pkgs ...string) error {
 	done := filepath.Join(dir, ".complete")
 	if _, err := os.Stat(done); err == nil {
 		return nil
@@ -142,13 +146,14 @@ func (c *Cache) unpack(dir string, pkgs ...string) error {
 		return err
 	}
 	fmt.Fprintf(c.Log, "rxevm: downloading %s\n", strings.Join(pkgs, " "))
-	cmd := exec.Command("apt-get", append([]string{"download"}, pkgs...)...)
+	download := append(append(slices.Clip(apt), "download"), pkgs...)
+	cmd := exec.Command("apt-get", download...)
 	cmd.Dir = debs
 	if out, err := cmd.CombinedOutput(); err != nil {
-		if _, uerr := c.run("apt-get", "update"); uerr != nil {
+		if _, uerr := c.run("apt-get", append(apt, "update")...); uerr != nil {
 			return uerr
 		}
-		cmd = exec.Command("apt-get", append([]string{"download"}, pkgs...)...)
+		cmd = exec.Command("apt-get", download...)
 		cmd.Dir = debs
 		if out2, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("rxevm: apt-get download: %w\n%s%s", err, out, out2)
@@ -175,8 +180,10 @@ func (c *Cache) unpack(dir string, pkgs ...string) error {
 }
 
 // Kernel returns the kernel to boot: RXEVM_KERNEL/RXEVM_MODULES when set,
-// otherwise Debian's current linux-image package, fetched and unpacked into
-// the cache (no install on the host) with modules.dep written by depmod.
+// otherwise the current linux-image package of the cache's suite, fetched
+// and unpacked into the cache (no install on the host) with modules.dep
+// written by depmod. Each package has its own directory, so the kernels of
+// several suites coexist.
 func (c *Cache) Kernel() (Kernel, error) {
 	if img := os.Getenv(EnvKernel); img != "" {
 		mods := os.Getenv(EnvModules)
@@ -188,12 +195,16 @@ func (c *Cache) Kernel() (Kernel, error) {
 		}
 		return Kernel{Image: img, Modules: mods}, nil
 	}
-	pkg, err := c.kernelPackage()
+	apt, err := c.aptOptions()
+	if err != nil {
+		return Kernel{}, err
+	}
+	pkg, err := c.kernelPackage(apt)
 	if err != nil {
 		return Kernel{}, err
 	}
 	dir := filepath.Join(c.Dir, "kernel", pkg)
-	if err := c.unpack(dir, pkg); err != nil {
+	if err := c.unpack(dir, apt, pkg); err != nil {
 		return Kernel{}, err
 	}
 	imgs, _ := filepath.Glob(filepath.Join(dir, "boot", "vmlinuz-*"))
@@ -215,8 +226,10 @@ func (c *Cache) Kernel() (Kernel, error) {
 	return Kernel{Image: imgs[0], Modules: mods}, nil
 }
 
-// Peers returns the directory holding rdma-core's C tools, unpacked.
+// Peers returns the directory holding rdma-core's C tools, unpacked. They
+// come from the machine's own suite whatever the kernel's: the uverbs ABI
+// they speak is kept stable across kernels.
 func (c *Cache) Peers() (string, error) {
 	dir := filepath.Join(c.Dir, "peers")
-	return dir, c.unpack(dir, PeerPackages...)
+	return dir, c.unpack(dir, nil, PeerPackages...)
 }

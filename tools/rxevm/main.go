@@ -8,6 +8,9 @@
 //	rxevm host-setup [-topology T]      build the same topology on this host (needs rdma_rxe here)
 //	rxevm host-teardown [-topology T]   remove it again
 //
+// RXEVM_SUITE=trixie boots Debian 13's kernel instead of the machine's
+// own (bookworm's), fetched with an apt state of its own in the cache.
+//
 // Every Go program under tools/ is built statically into the image at
 // /usr/local/bin; rdma-core's C tools (ibv_rc_pingpong, perftest, ...) are
 // at /usr/bin. The exit status is the guest's.
@@ -38,7 +41,8 @@ func usage() {
   rxevm run [-topology veth|loopback|twovm] [-timeout D] -- GUEST-COMMAND [ARGS...]
   rxevm host-setup [-topology veth|loopback]
   rxevm host-teardown [-topology veth|loopback]
-environment: RXEVM_CACHE, RXEVM_KERNEL + RXEVM_MODULES, RXEVM_KVM=1, RXEVM_TOPOLOGY, RXEVM_TIMEOUT, RXEVM_MEM (MiB)`)
+environment: RXEVM_CACHE, RXEVM_SUITE (kernel's Debian suite, default bookworm), RXEVM_KERNEL + RXEVM_MODULES,
+  RXEVM_KVM=1, RXEVM_TOPOLOGY, RXEVM_TIMEOUT, RXEVM_MEM (MiB)`)
 	os.Exit(2)
 }
 
