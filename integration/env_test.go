@@ -5,12 +5,15 @@ package integration
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // devices returns the rxe devices the harness created (RXEVM_DEVICES), and
@@ -26,6 +29,20 @@ func devices(t testing.TB, want int) []string {
 		t.Fatalf("this test needs %d rxe devices, the topology has %v", want, devs)
 	}
 	return devs
+}
+
+// kernelAtLeast reports whether the running kernel is major.minor or newer.
+func kernelAtLeast(t testing.TB, major, minor int) bool {
+	t.Helper()
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	var ma, mi int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
+		t.Fatalf("kernel release %q: %v", u.Release[:], err)
+	}
+	return ma > major || (ma == major && mi >= minor)
 }
 
 // peer is a program run inside the VM with a hard deadline: a broken rxe
