@@ -16,7 +16,7 @@ import (
 
 type noSockets struct{}
 
-func (noSockets) OnData(netpoll.ConnID, []byte, netip.AddrPort)         {}
+func (noSockets) OnData(netpoll.ConnID, []byte, netip.AddrPort)       {}
 func (noSockets) OnClosed(netpoll.ConnID, netpoll.CloseReason, error) {}
 
 // A real rxe CQ in netpoll's loop: polled from memory while SENDs flow,
