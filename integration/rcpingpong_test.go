@@ -1,0 +1,323 @@
+//go:build integration
+
+package integration
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The two implementations of the same command line: rdma-core's C tool and
+// pureverbs' tools/rc-pingpong (installed on PATH in the VM).
+const (
+	cPingpong  = "ibv_rc_pingpong"
+	goPingpong = "rc-pingpong"
+)
+
+// pingpongRun is one server/client pair of rc-pingpong-style tools: the
+// server on rxe0 (10.99.0.1), the client on rxe1 across the veth pair.
+type pingpongRun struct {
+	server, client string // cPingpong or goPingpong
+	size, iters    int    // 0: the tools' defaults (4096, 1000)
+	mtu, rxDepth   int    // 0: default (1024, 500)
+	port           int    // 0: default 18515
+	serverEvents   bool
+	clientEvents   bool
+	validate       bool
+}
+
+func (r pingpongRun) args(dev string, events bool) []string {
+	args := []string{"-d", dev, "-g", "1"}
+	for _, f := range []struct {
+		flag string
+		v    int
+	}{{"-s", r.size}, {"-n", r.iters}, {"-m", r.mtu}, {"-r", r.rxDepth}, {"-p", r.port}} {
+		if f.v != 0 {
+			args = append(args, f.flag, strconv.Itoa(f.v))
+		}
+	}
+	if events {
+		args = append(args, "-e")
+	}
+	if r.validate {
+		args = append(args, "-c")
+	}
+	return args
+}
+
+func (r pingpongRun) sizeIters() (int, int) {
+	size, iters := r.size, r.iters
+	if size == 0 {
+		size = 4096
+	}
+	if iters == 0 {
+		iters = 1000
+	}
+	return size, iters
+}
+
+// run starts the server, waits until it listens, runs the client, and
+// returns both outputs, failing on a non-zero exit or a timeout.
+func (r pingpongRun) run(t *testing.T, limit time.Duration) (serverOut, clientOut string) {
+	t.Helper()
+	devs := devices(t, 2)
+	port := r.port
+	if port == 0 {
+		port = 18515
+	}
+	srv := startPeer(t, limit, r.server, r.args(devs[0], r.serverEvents)...)
+	waitListening(t, srv, port, 30*time.Second)
+	clientOut = runPeer(t, limit, r.client, append(r.args(devs[1], r.clientEvents), "10.99.0.1")...)
+	return srv.wait(t), clientOut
+}
+
+// waitListening waits until a TCP socket listens on port (read from
+// /proc/net/tcp and tcp6, so that no probe connection is made: the server
+// would take it for its client), or fails if the server exits first.
+func waitListening(t *testing.T, srv *peer, port int, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !listening(t, port) {
+		select {
+		case <-srv.done:
+			t.Fatalf("%s exited before listening on %d: %v\n%s", srv.name, port, srv.err, srv.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not listen on port %d after %v:\n%s", srv.name, port, limit, srv.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func listening(t *testing.T, port int) bool {
+	t.Helper()
+	want := fmt.Sprintf(":%04X", port)
+	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		f, err := os.Open(file)
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue
+			}
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			// sl local_address rem_address st ...; st 0A is LISTEN.
+			fields := strings.Fields(sc.Text())
+			if len(fields) > 3 && strings.HasSuffix(fields[1], want) && fields[3] == "0A" {
+				f.Close()
+				return true
+			}
+		}
+		f.Close()
+	}
+	return false
+}
+
+var pingpongAddr = regexp.MustCompile(`(?m)^  (local|remote) address: +LID 0x([0-9a-f]{4}), QPN 0x([0-9a-f]{6}), PSN 0x([0-9a-f]{6}), GID (\S+)$`)
+
+// addresses returns the "local address" and "remote address" lines' fields
+// (LID, QPN, PSN, GID) of one end's output.
+func addresses(t *testing.T, side, out string) (local, remote [4]string) {
+	t.Helper()
+	m := pingpongAddr.FindAllStringSubmatch(out, -1)
+	if len(m) != 2 || m[0][1] != "local" || m[1][1] != "remote" {
+		t.Fatalf("%s did not print its local and then its remote address:\n%s", side, out)
+	}
+	copy(local[:], m[0][2:])
+	copy(remote[:], m[1][2:])
+	return local, remote
+}
+
+// checkPair checks both ends: each printed what the other sent, the GIDs
+// are the veth addresses, the summaries count 2*size*iters bytes and iters
+// iterations, and -c found no bad page.
+func (r pingpongRun) checkPair(t *testing.T, serverOut, clientOut string) {
+	t.Helper()
+	size, iters := r.sizeIters()
+	sl, sr := addresses(t, "server "+r.server, serverOut)
+	cl, cr := addresses(t, "client "+r.client, clientOut)
+	if sl != cr || cl != sr {
+		t.Errorf("the ends disagree on the addresses: server local %v remote %v, client local %v remote %v", sl, sr, cl, cr)
+	}
+	if sl[3] != "::ffff:10.99.0.1" || cl[3] != "::ffff:10.99.0.2" {
+		t.Errorf("GIDs: server %s, client %s; want ::ffff:10.99.0.1 and ::ffff:10.99.0.2", sl[3], cl[3])
+	}
+	if sl[0] != "0000" || cl[0] != "0000" {
+		t.Errorf("LIDs on RoCE: server %s, client %s; want 0000", sl[0], cl[0])
+	}
+	checkPingpong(t, "server "+r.server, serverOut, size, iters)
+	checkPingpong(t, "client "+r.client, clientOut, size, iters)
+	for _, side := range []struct{ name, tool, out string }{{"server", r.server, serverOut}, {"client", r.client, clientOut}} {
+		if strings.Contains(side.out, "invalid data") {
+			t.Errorf("%s found bad pages:\n%s", side.name, side.out)
+		}
+		if side.tool == goPingpong && os.Getenv("RC_PINGPONG_MALLOCS") == "1" {
+			// The loop itself allocates nothing; the runtime may count an
+			// allocation or two when it starts an OS thread while the loop
+			// sleeps in a system call. One per iteration would be a leak.
+			m := pingpongMallocs.FindStringSubmatch(side.out)
+			if m == nil {
+				t.Errorf("%s %s printed no allocation count:\n%s", side.name, side.tool, side.out)
+			} else if n, _ := strconv.Atoi(m[1]); n*4 >= iters {
+				t.Errorf("%s %s: %d heap allocations in %d iterations:\n%s", side.name, side.tool, n, iters, side.out)
+			} else if n != 0 {
+				t.Logf("%s %s: %d heap allocations in %d iterations (not one per iteration)", side.name, side.tool, n, iters)
+			}
+		}
+	}
+}
+
+var pingpongMallocs = regexp.MustCompile(`rc-pingpong: (\d+) heap allocations during the exchange`)
+
+// Go against C both ways, and Go against Go: polling and events, messages
+// from 1 byte (inline) to 64 KiB (64 packets at path MTU 1024), non-default
+// counts, receive depths and ports, and the defaults. The Go ends also
+// report their heap allocations during the exchange, which must be none.
+func TestRCPingpong(t *testing.T) {
+	t.Setenv("RC_PINGPONG_MALLOCS", "1")
+	for _, tc := range []struct {
+		name string
+		r    pingpongRun
+	}{
+		{"GoClientCServer/poll", pingpongRun{server: cPingpong, client: goPingpong, size: 4096, iters: 200, mtu: 1024, port: 18610}},
+		{"GoClientCServer/events", pingpongRun{server: cPingpong, client: goPingpong, size: 65536, iters: 20, mtu: 1024, rxDepth: 8, port: 18611, serverEvents: true, clientEvents: true}},
+		{"GoClientCServer/chk", pingpongRun{server: cPingpong, client: goPingpong, size: 16384, iters: 30, rxDepth: 3, port: 18612, validate: true}},
+		{"CClientGoServer/poll", pingpongRun{server: goPingpong, client: cPingpong, size: 65536, iters: 20, mtu: 1024, rxDepth: 4, port: 18613}},
+		{"CClientGoServer/events", pingpongRun{server: goPingpong, client: cPingpong, size: 100, iters: 300, port: 18614, serverEvents: true, clientEvents: true}},
+		{"CClientGoServer/chk", pingpongRun{server: goPingpong, client: cPingpong, size: 12288, iters: 30, mtu: 512, port: 18615, validate: true, clientEvents: true}},
+		{"GoGo/poll", pingpongRun{server: goPingpong, client: goPingpong, size: 1, iters: 500, rxDepth: 2, port: 18616}},
+		{"GoGo/events", pingpongRun{server: goPingpong, client: goPingpong, size: 4096, iters: 100, mtu: 512, port: 18617, serverEvents: true, clientEvents: true}},
+		{"GoGo/mixed", pingpongRun{server: goPingpong, client: goPingpong, size: 65536, iters: 20, rxDepth: 1, port: 18618, clientEvents: true}},
+		{"GoGo/defaults", pingpongRun{server: goPingpong, client: goPingpong}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, cli := tc.r.run(t, 2*time.Minute)
+			tc.r.checkPair(t, srv, cli)
+		})
+	}
+}
+
+// The Go tool refuses what ibv_rc_pingpong refuses, with its usage text.
+func TestRCPingpongUsage(t *testing.T) {
+	for _, args := range [][]string{{"-m", "1500"}, {"-x"}, {"a", "b"}, {"-p", "70000"}} {
+		p := startPeer(t, 30*time.Second, goPingpong, args...)
+		<-p.done
+		out := p.out.String()
+		if p.err == nil || !strings.Contains(out, "Usage:") || !strings.Contains(out, "-r, --rx-depth=<dep>") {
+			t.Errorf("rc-pingpong %q: err %v, output:\n%s", args, p.err, out)
+		}
+	}
+	p := startPeer(t, 30*time.Second, goPingpong, "-d", "nosuchdev")
+	<-p.done
+	if out := p.out.String(); p.err == nil || !strings.Contains(out, "IB device nosuchdev not found") {
+		t.Errorf("rc-pingpong -d nosuchdev: err %v, output:\n%s", p.err, out)
+	}
+}
+
+// Options rxe cannot honour fail in both tools before any connection: on
+// 6.1's rxe there is no on-demand paging and no completion timestamp.
+func TestRCPingpongUnsupported(t *testing.T) {
+	dev := devices(t, 1)[0]
+	for _, tc := range []struct {
+		flag      string
+		c, goWant string
+	}{
+		{"-o", "The device isn't ODP capable", "Couldn't register MR"},
+		{"-t", "The device isn't completion timestamp capable", "The device isn't completion timestamp capable"},
+	} {
+		for tool, want := range map[string]string{cPingpong: tc.c, goPingpong: tc.goWant} {
+			// As a client of a port nobody listens on: should the option be
+			// taken, the tool fails at the connection instead.
+			p := startPeer(t, 30*time.Second, tool, "-d", dev, "-g", "1", "-p", "18699", tc.flag, "10.99.0.1")
+			<-p.done
+			if out := p.out.String(); p.err == nil || !strings.Contains(out, want) {
+				t.Errorf("%s %s: err %v, want a failure saying %q:\n%s", tool, tc.flag, p.err, want, out)
+			}
+		}
+	}
+}
+
+// TestSideBySideRCPingpong measures the C tool and the Go tool with the same
+// parameters in one boot, in turn (C, Go, Go without async preemption, Go
+// on one P, and again, three rounds), and logs a table of the client's usec/iter and
+// Mbit/s with the median of each. Only under make bench-vm (RXEVM_BENCH=1).
+func TestSideBySideRCPingpong(t *testing.T) {
+	if os.Getenv("RXEVM_BENCH") != "1" {
+		t.Skip("a benchmark: runs only under make bench-vm (RXEVM_BENCH=1)")
+	}
+	const rounds = 3
+	tools := []struct {
+		name, bin         string
+		godebug, maxprocs string
+	}{
+		{name: "C ibv_rc_pingpong", bin: cPingpong},
+		{name: "Go rc-pingpong", bin: goPingpong},
+		// Go's async preemption signals interrupt a spinning poll loop.
+		{name: "Go asyncpreemptoff", bin: goPingpong, godebug: "asyncpreemptoff=1"},
+		// One P: no idle runtime threads spinning for work next to rxe.
+		{name: "Go GOMAXPROCS=1", bin: goPingpong, maxprocs: "1"},
+	}
+	type result struct{ usec, mbits []float64 }
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\n%-12s %-19s %-28s %s\n", "params", "tool", "usec/iter (median; runs)", "Mbit/s (median; runs)")
+	port := 18700
+	for _, c := range []struct {
+		name        string
+		size, iters int
+		events      bool
+	}{
+		{"4096 B poll", 4096, 1000, false},
+		{"4096 B -e", 4096, 1000, true},
+		{"64 B poll", 64, 1000, false},
+		{"64 B -e", 64, 1000, true},
+		{"64 KiB poll", 65536, 100, false},
+		{"64 KiB -e", 65536, 100, true},
+	} {
+		res := make([]result, len(tools))
+		for round := 0; round < rounds; round++ {
+			for i, tool := range tools {
+				port++
+				t.Run(fmt.Sprintf("%s/%s/%d", c.name, tool.name, round+1), func(t *testing.T) {
+					t.Setenv("GODEBUG", tool.godebug)
+					t.Setenv("GOMAXPROCS", tool.maxprocs)
+					r := pingpongRun{server: tool.bin, client: tool.bin, size: c.size, iters: c.iters,
+						port: port, serverEvents: c.events, clientEvents: c.events}
+					srv, cli := r.run(t, 5*time.Minute)
+					r.checkPair(t, srv, cli)
+					mbits, _ := strconv.ParseFloat(pingpongBytes.FindStringSubmatch(cli)[3], 64)
+					usec, _ := strconv.ParseFloat(pingpongIters.FindStringSubmatch(cli)[3], 64)
+					res[i].usec = append(res[i].usec, usec)
+					res[i].mbits = append(res[i].mbits, mbits)
+				})
+			}
+		}
+		for i, tool := range tools {
+			fmt.Fprintf(&sb, "%-12s %-19s %-28s %s\n", c.name, tool.name, summarize(res[i].usec, 0), summarize(res[i].mbits, 2))
+		}
+	}
+	t.Log(sb.String())
+}
+
+// summarize formats the median and then every value of xs, with prec
+// decimals.
+func summarize(xs []float64, prec int) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	sorted := slices.Clone(xs)
+	slices.Sort(sorted)
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.FormatFloat(x, 'f', prec, 64)
+	}
+	return strconv.FormatFloat(sorted[len(sorted)/2], 'f', prec, 64) + "; " + strings.Join(parts, " ")
+}

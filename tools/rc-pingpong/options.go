@@ -1,0 +1,178 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// options is the parsed command line, with ibv_rc_pingpong's defaults.
+type options struct {
+	server   string // host to connect to; empty: be the server
+	port     int    // TCP port of the address exchange
+	ibDev    string // device name; empty: the first device
+	ibPort   uint8
+	size     int
+	mtu      uverbs.MTU
+	rxDepth  int
+	iters    int
+	sl       uint8
+	events   bool
+	gidIndex int // -1: no GID, so the address vector has no GRH
+	odp      bool
+	ts       bool
+	validate bool
+}
+
+// defaultOptions are ibv_rc_pingpong's defaults.
+func defaultOptions() options {
+	return options{
+		port:     18515,
+		ibPort:   1,
+		size:     4096,
+		mtu:      uverbs.MTU1024,
+		rxDepth:  500,
+		iters:    1000,
+		gidIndex: -1,
+	}
+}
+
+// optionSpecs are ibv_rc_pingpong's options (rdma-core v44).
+var optionSpecs = []optSpec{
+	{'p', "port", true}, {'d', "ib-dev", true}, {'i', "ib-port", true},
+	{'s', "size", true}, {'m', "mtu", true}, {'r', "rx-depth", true},
+	{'n', "iters", true}, {'l', "sl", true}, {'e', "events", false},
+	{'g', "gid-idx", true}, {'o', "odp", false}, {'O', "iodp", false},
+	{'P', "prefetch", false}, {'t', "ts", false}, {'c', "chk", false},
+	{'j', "dm", false}, {'N', "new_send", false},
+}
+
+// errUsage asks the caller to print the usage text and fail, as
+// ibv_rc_pingpong does for a bad value or a surplus operand.
+var errUsage = errors.New("usage")
+
+// parseOptions parses the arguments after the program name. A getopt error
+// is returned as it is (the caller prints it and the usage); a bad value
+// gives errUsage; an option rxe cannot honour gives a plain error.
+func parseOptions(args []string) (options, error) {
+	o := defaultOptions()
+	vals, operands, err := getopt(optionSpecs, args)
+	if err != nil {
+		return o, err
+	}
+	for _, v := range vals {
+		if err := o.set(v.short, v.arg); err != nil {
+			return o, err
+		}
+	}
+	switch len(operands) {
+	case 0:
+	case 1:
+		o.server = operands[0]
+	default:
+		return o, errUsage
+	}
+	return o, nil
+}
+
+// set applies one option. Numbers are read like strtol with base 0
+// (decimal, 0x hex, 0 octal), but a malformed number is refused instead of
+// read as far as it goes.
+func (o *options) set(c rune, arg string) error {
+	var err error
+	switch c {
+	case 'p':
+		o.port, err = number(arg, 0, 65535)
+	case 'd':
+		o.ibDev = arg
+	case 'i':
+		var p int
+		p, err = number(arg, 1, 255)
+		o.ibPort = uint8(p)
+	case 's':
+		o.size, err = number(arg, 0, 1<<31-1)
+	case 'm':
+		var m int
+		if m, err = number(arg, 0, 1<<31-1); err == nil {
+			if o.mtu = mtuFromBytes(m); o.mtu == 0 {
+				err = errUsage
+			}
+		}
+	case 'r':
+		o.rxDepth, err = number(arg, 0, 1<<31-1)
+	case 'n':
+		o.iters, err = number(arg, 0, 1<<31-1)
+	case 'l':
+		var sl int
+		sl, err = number(arg, 0, 15)
+		o.sl = uint8(sl)
+	case 'e':
+		o.events = true
+	case 'g':
+		o.gidIndex, err = number(arg, -1<<31, 1<<31-1)
+	case 'o':
+		o.odp = true
+	case 't':
+		o.ts = true
+	case 'c':
+		o.validate = true
+	case 'N':
+		// ibv_rc_pingpong's -N picks libibverbs' newer post-send calls;
+		// the work request the device sees is the same, and pureverbs has
+		// one post path.
+	case 'O', 'P':
+		return fmt.Errorf("-%c: implicit on-demand paging and MR prefetch are not supported by rxe", c)
+	case 'j':
+		return errors.New("-j: device memory is not supported by rxe")
+	}
+	return err
+}
+
+// number parses a strtol-style integer (base prefix allowed) within
+// [lo, hi]; anything else is a usage error.
+func number(s string, lo, hi int) (int, error) {
+	n, err := strconv.ParseInt(s, 0, 64)
+	if err != nil || n < int64(lo) || n > int64(hi) {
+		return 0, errUsage
+	}
+	return int(n), nil
+}
+
+// mtuFromBytes is pp_mtu_to_enum: the path MTU for a size in bytes, 0 for
+// a size that is not one.
+func mtuFromBytes(n int) uverbs.MTU {
+	for m := uverbs.MTU256; m <= uverbs.MTU4096; m++ {
+		if m.Bytes() == n {
+			return m
+		}
+	}
+	return 0
+}
+
+// printUsage writes ibv_rc_pingpong's help text for the options this tool
+// shares with it.
+func printUsage(w io.Writer, argv0 string) {
+	fmt.Fprintf(w, `Usage:
+  %[1]s            start a server and wait for connection
+  %[1]s <host>     connect to server at <host>
+
+Options:
+  -p, --port=<port>      listen on/connect to port <port> (default 18515)
+  -d, --ib-dev=<dev>     use IB device <dev> (default first device found)
+  -i, --ib-port=<port>   use port <port> of IB device (default 1)
+  -s, --size=<size>      size of message to exchange (default 4096)
+  -m, --mtu=<size>       path MTU (default 1024)
+  -r, --rx-depth=<dep>   number of receives to post at a time (default 500)
+  -n, --iters=<iters>    number of exchanges (default 1000)
+  -l, --sl=<sl>          service level value
+  -e, --events           sleep on CQ events (default poll)
+  -g, --gid-idx=<gid index> local port gid index
+  -o, --odp              use on demand paging
+  -t, --ts               get CQE with timestamp
+  -c, --chk              validate received buffer
+  -N, --new_send         accepted for compatibility (one post path)
+`, argv0)
+}

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/pureverbs/pureverbs/cq"
+	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// endpoint is one end's verbs objects, made in the order ibv_rc_pingpong
+// makes them, and the work requests it posts over and over: one buffer is
+// both sent from and received into.
+type endpoint struct {
+	o    *options
+	ctx  *uverbs.Context
+	ch   *cq.Channel // nil when polling
+	pd   *uverbs.PD
+	buf  *uverbs.Buffer
+	mr   *uverbs.MR
+	cq   *cq.CQ
+	qp   *qp.QP
+	recv [1]qp.RecvWR
+	send [1]qp.SendWR
+	sge  [1]qp.SGE
+	wc   [2]cq.WC // the C tool polls two at a time
+}
+
+// openEndpoint picks the device, then creates the buffer, completion
+// channel (events mode), PD, MR, CQ (rx_depth+1 entries) and an RC QP with
+// one send and rx_depth receive slots, and moves the QP to INIT. Sends are
+// inline when the device takes the whole message inline, as in the C tool.
+// On failure everything made so far is released.
+func openEndpoint(o *options) (e *endpoint, err error) {
+	dev, err := pickDevice(o.ibDev)
+	if err != nil {
+		return nil, err
+	}
+	e = &endpoint{o: o}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, e.close())
+			e = nil
+		}
+	}()
+	if e.buf, err = uverbs.NewBuffer(o.size, uverbs.BufferOptions{}); err != nil {
+		return e, fmt.Errorf("Couldn't allocate work buf.: %w", err)
+	}
+	b := e.buf.Bytes()
+	for i := range b {
+		b[i] = 0x7b // the C tool's fill byte
+	}
+	if e.ctx, err = uverbs.Open(dev); err != nil {
+		return e, fmt.Errorf("Couldn't get context for %s: %w", dev.Name, err)
+	}
+	if o.events {
+		if e.ch, err = cq.NewChannel(e.ctx); err != nil {
+			return e, fmt.Errorf("Couldn't create completion channel: %w", err)
+		}
+	}
+	if e.pd, err = e.ctx.AllocPD(); err != nil {
+		return e, fmt.Errorf("Couldn't allocate PD: %w", err)
+	}
+	if o.ts {
+		attr, err := e.ctx.QueryDevice()
+		if err != nil {
+			return e, fmt.Errorf("Couldn't query device for its features: %w", err)
+		}
+		if attr.TimestampMask == 0 {
+			return e, errors.New("The device isn't completion timestamp capable")
+		}
+		return e, errors.New("-t: completion timestamps are not supported by rc-pingpong")
+	}
+	access := uverbs.AccessLocalWrite
+	if o.odp {
+		access |= uverbs.AccessOnDemand
+	}
+	if e.mr, err = e.pd.RegisterMR(e.buf, access); err != nil {
+		return e, fmt.Errorf("Couldn't register MR: %w", err)
+	}
+	if e.cq, err = cq.New(e.ctx, o.rxDepth+1, e.ch); err != nil {
+		return e, fmt.Errorf("Couldn't create CQ: %w", err)
+	}
+	e.qp, err = qp.New(e.pd, qp.InitAttr{
+		Type:   qp.RC,
+		SendCQ: e.cq,
+		RecvCQ: e.cq,
+		Cap:    qp.Cap{MaxSendWR: 1, MaxRecvWR: uint32(o.rxDepth), MaxSendSGE: 1, MaxRecvSGE: 1},
+	})
+	if err != nil {
+		return e, fmt.Errorf("Couldn't create QP: %w", err)
+	}
+	init := qp.Attr{State: qp.Init, PKeyIndex: 0, PortNum: o.ibPort}
+	if err = e.qp.Modify(&init, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
+		return e, fmt.Errorf("Failed to modify QP to INIT: %w", err)
+	}
+	e.sge[0] = qp.SGE{Addr: e.mr.Addr(), Length: uint32(o.size), LKey: e.mr.LKey()}
+	e.recv[0] = qp.RecvWR{ID: recvWRID, SGEs: e.sge[:]}
+	e.send[0] = qp.SendWR{ID: sendWRID, Opcode: qp.Send, Flags: qp.Signaled, SGEs: e.sge[:]}
+	if e.qp.Cap().MaxInline >= uint32(o.size) {
+		e.send[0].Flags |= qp.Inline
+		e.send[0].SGEs, e.send[0].Inline = nil, b
+	}
+	return e, nil
+}
+
+// pickDevice is the named device, or the first one found.
+func pickDevice(name string) (uverbs.Device, error) {
+	devs, err := uverbs.Devices()
+	if err != nil {
+		return uverbs.Device{}, fmt.Errorf("Failed to get IB devices list: %w", err)
+	}
+	for _, d := range devs {
+		if name == "" || d.Name == name {
+			return d, nil
+		}
+	}
+	if name == "" {
+		return uverbs.Device{}, errors.New("No IB devices found")
+	}
+	return uverbs.Device{}, fmt.Errorf("IB device %s not found", name)
+}
+
+// localDest is this end's address: the port's LID (0 on RoCE, where the GID
+// is what matters), the GID at -g (none without it), the QP number and psn.
+func (e *endpoint) localDest(psn uint32) (dest, error) {
+	port, err := e.ctx.QueryPort(e.o.ibPort)
+	if err != nil {
+		return dest{}, fmt.Errorf("Couldn't get port info: %w", err)
+	}
+	d := dest{lid: port.LID, qpn: e.qp.Num(), psn: psn}
+	if port.LinkLayer != uverbs.LinkLayerEthernet && d.lid == 0 {
+		return dest{}, errors.New("Couldn't get local LID")
+	}
+	if e.o.gidIndex >= 0 {
+		g, err := e.ctx.QueryGID(e.o.ibPort, e.o.gidIndex)
+		if err != nil {
+			return dest{}, fmt.Errorf("can't read sgid of index %d: %w", e.o.gidIndex, err)
+		}
+		d.gid = g.GID
+	}
+	return d, nil
+}
+
+// connect moves the QP to RTR towards remote and then to RTS, with the C
+// tool's attributes: a GRH (hop limit 1) only when the peer sent a GID,
+// ACK timeout 14, seven retries of each kind, one RDMA read either way.
+func (e *endpoint) connect(remote dest, myPSN uint32) error {
+	rtr := qp.Attr{
+		State:           qp.RTR,
+		PathMTU:         e.o.mtu,
+		DestQPNum:       remote.qpn,
+		RQPSN:           remote.psn,
+		MaxDestRdAtomic: 1,
+		MinRNRTimer:     12,
+		AH:              uverbs.AHAttr{DLID: remote.lid, SL: e.o.sl, PortNum: e.o.ibPort},
+	}
+	if remote.hasGlobalRoute() {
+		rtr.AH.IsGlobal = true
+		rtr.AH.GRH = uverbs.GlobalRoute{DGID: remote.gid, HopLimit: 1, SGIDIndex: uint8(e.o.gidIndex)}
+	}
+	if err := e.qp.Modify(&rtr, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|
+		qp.AttrRQPSN|qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer); err != nil {
+		return fmt.Errorf("Failed to modify QP to RTR: %w", err)
+	}
+	rts := qp.Attr{State: qp.RTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: myPSN, MaxRdAtomic: 1}
+	if err := e.qp.Modify(&rts, qp.AttrState|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|
+		qp.AttrSQPSN|qp.AttrMaxQPRdAtomic); err != nil {
+		return fmt.Errorf("Failed to modify QP to RTS: %w", err)
+	}
+	return nil
+}
+
+// postRecv posts up to n receives of the buffer, one call each as the C
+// tool does, and returns how many went in.
+func (e *endpoint) postRecv(n int) int {
+	for i := range n {
+		if e.qp.PostRecv(e.recv[:]) != nil {
+			return i
+		}
+	}
+	return n
+}
+
+// postSend sends the buffer, signalled.
+func (e *endpoint) postSend() error { return e.qp.PostSend(e.send[:]) }
+
+// armCQ asks for an event on the next completion.
+func (e *endpoint) armCQ() error {
+	if err := e.cq.ReqNotify(false); err != nil {
+		return fmt.Errorf("Couldn't request CQ notification: %w", err)
+	}
+	return nil
+}
+
+// exchange runs the ping-pong until p is finished. In events mode each
+// round waits for a completion event, re-arms the CQ, then polls once; in
+// polling mode it spins on the CQ. It returns the number of events taken,
+// all of them to be acknowledged.
+func (e *endpoint) exchange(p *pingpong) (events int, err error) {
+	for !p.finished() {
+		if e.ch != nil {
+			c, err := e.ch.GetEvent(context.Background())
+			if err != nil {
+				return events, fmt.Errorf("Failed to get cq_event: %w", err)
+			}
+			events++
+			if c != e.cq {
+				return events, errors.New("CQ event for unknown CQ")
+			}
+			if err := e.armCQ(); err != nil {
+				return events, err
+			}
+		}
+		var n int
+		for {
+			if n, err = e.cq.Poll(e.wc[:]); err != nil {
+				return events, fmt.Errorf("poll CQ failed: %w", err)
+			}
+			if n > 0 || e.ch != nil {
+				break
+			}
+		}
+		for i := range e.wc[:n] {
+			wc := &e.wc[i]
+			if wc.Status != cq.Success {
+				return events, fmt.Errorf("Failed status %v (%d) for wr_id %d", wc.Status, uint32(wc.Status), int(wc.WRID))
+			}
+			if err := p.complete(wc.WRID); err != nil {
+				return events, err
+			}
+		}
+	}
+	return events, nil
+}
+
+// close releases what openEndpoint made, in reverse order, and reports
+// every failure.
+func (e *endpoint) close() error {
+	var errs []error
+	if e.qp != nil {
+		if err := e.qp.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("Couldn't destroy QP: %w", err))
+		}
+	}
+	if e.cq != nil {
+		if err := e.cq.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("Couldn't destroy CQ: %w", err))
+		}
+	}
+	if e.mr != nil {
+		if err := e.mr.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("Couldn't deregister MR: %w", err))
+		}
+	}
+	if e.pd != nil {
+		if err := e.pd.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("Couldn't deallocate PD: %w", err))
+		}
+	}
+	if e.ch != nil {
+		if err := e.ch.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("Couldn't destroy completion channel: %w", err))
+		}
+	}
+	if e.ctx != nil {
+		if err := e.ctx.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("Couldn't release context: %w", err))
+		}
+	}
+	if e.buf != nil {
+		if err := e.buf.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
