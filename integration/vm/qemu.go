@@ -58,10 +58,14 @@ func (b *Boot) Run(ctx context.Context) (Result, error) {
 		cpus = 2
 	}
 	console := filepath.Join(b.Dir, "console.log")
+	// clocksource=tsc: under TCG the kernel otherwise picks the HPET, and every
+	// clock read (Go's runtime makes many) becomes an emulated MMIO access;
+	// measured in ibv_rc_pingpong, 4 KiB polling went from 5.6 ms to 0.6 ms
+	// per iteration.
 	args := []string{
 		"-m", strconv.Itoa(mem), "-smp", strconv.Itoa(cpus),
 		"-kernel", b.Kernel, "-initrd", b.Initrd,
-		"-append", "console=ttyS0 quiet loglevel=4 panic=-1 rdinit=/init",
+		"-append", "console=ttyS0 quiet loglevel=4 panic=-1 rdinit=/init clocksource=tsc tsc=reliable",
 		"-nodefaults", "-display", "none", "-no-reboot",
 		"-serial", "file:" + console, // ttyS0: the kernel
 		"-serial", "stdio", // ttyS1: the tests
