@@ -81,6 +81,8 @@ func ModuleRoot() (string, error) {
 
 func (c *Cache) run(name string, args ...string) ([]byte, error) {
 	cmd := exec.Command(name, args...)
+	// CI has no terminal for debconf to ask on.
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
