@@ -26,6 +26,7 @@ const (
 // Backends lists every backend, in declaration order.
 var Backends = []Backend{EpollSpin, EpollBusy, RecvBusy, Park}
 
+// String is the backend's name as ParseBackend and the tools accept it.
 func (b Backend) String() string {
 	switch b {
 	case EpollSpin:

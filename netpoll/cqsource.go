@@ -10,7 +10,6 @@ import (
 // cqSource adapts a *cq.CQ to CompletionQueue.
 type cqSource struct {
 	cq      *cq.CQ
-	ch      *cq.Channel
 	wc      []cq.WC
 	deliver func([]cq.WC)
 }
@@ -29,7 +28,7 @@ func NewCQSource(c *cq.CQ, buf []cq.WC, deliver func([]cq.WC)) (CompletionQueue,
 	case len(buf) == 0:
 		return nil, errors.New("netpoll: NewCQSource needs a non-empty completion buffer")
 	}
-	return &cqSource{cq: c, ch: c.Channel(), wc: buf, deliver: deliver}, nil
+	return &cqSource{cq: c, wc: buf, deliver: deliver}, nil
 }
 
 // Drain polls until the ring is empty.
@@ -54,12 +53,12 @@ func (s *cqSource) Drain() (int, error) {
 func (s *cqSource) Arm() error { return s.cq.ReqNotify(false) }
 
 // FD is the CQ's channel fd.
-func (s *cqSource) FD() int { return s.ch.FD() }
+func (s *cqSource) FD() int { return s.cq.Channel().FD() }
 
 // Consume reads every queued event and acknowledges it on the CQ it names.
 func (s *cqSource) Consume() error {
 	for {
-		ev, err := s.ch.TryGetEvent()
+		ev, err := s.cq.Channel().TryGetEvent()
 		if errors.Is(err, cq.ErrNoEvent) {
 			return nil
 		}

@@ -39,6 +39,7 @@ type BusyPollError struct {
 	Errno unix.Errno
 }
 
+// Error names the operation, the reason in words and the errno.
 func (e *BusyPollError) Error() string {
 	return "netpoll: " + e.Op + ": " + e.reason() + " (" + e.Errno.Error() + ")"
 }
@@ -71,6 +72,7 @@ func (e *BusyPollError) reason() string {
 	return "refused"
 }
 
+// Unwrap returns the sentinels the errno stands for, and the errno.
 func (e *BusyPollError) Unwrap() []error {
 	switch e.Errno {
 	case unix.ENOTTY, unix.ENOSYS:

@@ -24,6 +24,7 @@ const (
 	Failed
 )
 
+// String describes the reason in words.
 func (r CloseReason) String() string {
 	switch r {
 	case Removed:

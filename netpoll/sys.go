@@ -113,30 +113,31 @@ func hostToNet(p uint16) uint16 {
 }
 
 // sendTo sends p without blocking, to addr if it is valid (a datagram
-// socket of the given family) or on the connected socket otherwise.
+// socket of the given family) or on the connected socket otherwise. Each
+// call converts its pointers to uintptr inside the syscall's argument list:
+// a uintptr kept in a variable would go stale if p's array lived on a stack
+// that moved before the call.
 func sendTo(fd, family int, p []byte, addr netip.AddrPort) (int, unix.Errno) {
 	const flags = unix.MSG_DONTWAIT | unix.MSG_NOSIGNAL
-	data := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
-	if !addr.IsValid() {
-		n, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), data, uintptr(len(p)), flags, 0, 0)
-		runtime.KeepAlive(p)
-		return int(n), e
-	}
-	ip := addr.Addr()
-	if family == unix.AF_INET6 {
-		sa := unix.RawSockaddrInet6{Family: unix.AF_INET6, Port: hostToNet(addr.Port()), Addr: ip.As16()}
-		n, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), data, uintptr(len(p)), flags,
+	var n uintptr
+	var e unix.Errno
+	switch ip := addr.Addr().Unmap(); {
+	case !addr.IsValid():
+		n, _, e = unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd),
+			uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)), flags, 0, 0)
+	case family == unix.AF_INET6:
+		sa := unix.RawSockaddrInet6{Family: unix.AF_INET6, Port: hostToNet(addr.Port()), Addr: addr.Addr().As16()}
+		n, _, e = unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd),
+			uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)), flags,
 			uintptr(unsafe.Pointer(&sa)), unix.SizeofSockaddrInet6)
-		runtime.KeepAlive(p)
-		return int(n), e
-	}
-	ip = ip.Unmap()
-	if !ip.Is4() {
+	case ip.Is4():
+		sa := unix.RawSockaddrInet4{Family: unix.AF_INET, Port: hostToNet(addr.Port()), Addr: ip.As4()}
+		n, _, e = unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd),
+			uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)), flags,
+			uintptr(unsafe.Pointer(&sa)), unix.SizeofSockaddrInet4)
+	default:
 		return 0, unix.EAFNOSUPPORT
 	}
-	sa := unix.RawSockaddrInet4{Family: unix.AF_INET, Port: hostToNet(addr.Port()), Addr: ip.As4()}
-	n, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), data, uintptr(len(p)), flags,
-		uintptr(unsafe.Pointer(&sa)), unix.SizeofSockaddrInet4)
 	runtime.KeepAlive(p)
 	return int(n), e
 }

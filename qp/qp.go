@@ -1,6 +1,7 @@
 package qp
 
 import (
+	"cmp"
 	"fmt"
 	"sync/atomic"
 
@@ -38,7 +39,6 @@ type InitAttr struct {
 // too, but their order is the caller's to choose.
 type QP struct {
 	core  *rxe.QP
-	vqp   *uverbs.QP
 	typ   Type
 	cap   Cap
 	num   uint32
@@ -54,14 +54,10 @@ func New(pd *uverbs.PD, attr InitAttr) (*QP, error) {
 		return nil, fmt.Errorf("qp: create: a send and a receive CQ are required: %w", unix.EINVAL)
 	}
 	c := attr.Cap
-	for _, f := range []struct {
-		v   *uint32
-		def uint32
-	}{{&c.MaxSendWR, defaultWR}, {&c.MaxRecvWR, defaultWR}, {&c.MaxSendSGE, defaultSGE}, {&c.MaxRecvSGE, defaultSGE}} {
-		if *f.v == 0 {
-			*f.v = f.def
-		}
-	}
+	c.MaxSendWR = cmp.Or(c.MaxSendWR, defaultWR)
+	c.MaxRecvWR = cmp.Or(c.MaxRecvWR, defaultWR)
+	c.MaxSendSGE = cmp.Or(c.MaxSendSGE, defaultSGE)
+	c.MaxRecvSGE = cmp.Or(c.MaxRecvSGE, defaultSGE)
 	core, err := rxe.CreateQP(pd, uverbs.QPInitAttr{
 		Type:       attr.Type,
 		SendCQ:     attr.SendCQ.Verbs(),
@@ -74,7 +70,7 @@ func New(pd *uverbs.PD, attr InitAttr) (*QP, error) {
 		return nil, err
 	}
 	v := core.Verbs()
-	return &QP{core: core, vqp: v, typ: attr.Type, cap: capFrom(v.Cap()), num: v.Num()}, nil
+	return &QP{core: core, typ: attr.Type, cap: capFrom(v.Cap()), num: v.Num()}, nil
 }
 
 // Num is the QP number peers address.
@@ -93,7 +89,7 @@ func (q *QP) State() State { return State(q.state.Load()) }
 
 // Modify changes the attributes mask selects (ibv_modify_qp).
 func (q *QP) Modify(attr *Attr, mask AttrMask) error {
-	if err := q.vqp.Modify(attr, mask); err != nil {
+	if err := q.core.Verbs().Modify(attr, mask); err != nil {
 		return err
 	}
 	if mask&AttrState != 0 {
@@ -104,7 +100,7 @@ func (q *QP) Modify(attr *Attr, mask AttrMask) error {
 
 // Query returns the QP's current attributes from the kernel.
 func (q *QP) Query() (Attr, error) {
-	attr, _, err := q.vqp.Query(allAttrs)
+	attr, _, err := q.core.Verbs().Query(allAttrs)
 	if err != nil {
 		return Attr{}, err
 	}

@@ -23,8 +23,8 @@ const (
 type InitParams struct {
 	Port      uint8 // 0 means port 1
 	PKeyIndex uint16
-	// Access is what the remote side may do (AccessRemoteWrite,
-	// AccessRemoteRead, AccessRemoteAtomic).
+	// Access is what the remote side may do (uverbs.AccessRemoteWrite,
+	// uverbs.AccessRemoteRead, uverbs.AccessRemoteAtomic).
 	Access uverbs.Access
 }
 

@@ -71,18 +71,29 @@ func CreateCQ(ctx *uverbs.Context, attr uverbs.CQAttr) (*CQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	mem, r, err := mapRing(ctx.FD(), resp.mi)
-	if err == nil {
-		var c *cqRing
-		if c, err = newCQRing(r); err == nil {
-			return &CQ{ring: c, vcq: vcq, mem: mem}, nil
+	c, err := mapCQ(ctx.FD(), resp.mi)
+	if err != nil {
+		if _, _, derr := vcq.Destroy(); derr != nil {
+			err = errors.Join(err, derr)
 		}
+		return nil, err
+	}
+	c.vcq = vcq
+	return c, nil
+}
+
+// mapCQ maps the ring of a new CQ; on failure it unmaps what it mapped.
+func mapCQ(fd int, mi mmInfo) (*CQ, error) {
+	mem, r, err := mapRing(fd, mi)
+	if err != nil {
+		return nil, err
+	}
+	c, err := newCQRing(r)
+	if err != nil {
 		mem.Close()
+		return nil, err
 	}
-	if _, _, derr := vcq.Destroy(); derr != nil {
-		err = errors.Join(err, derr)
-	}
-	return nil, err
+	return &CQ{ring: c, mem: mem}, nil
 }
 
 // NewCQFromRing makes a CQ over a ring a simulated kernel produces into

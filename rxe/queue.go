@@ -3,6 +3,8 @@ package rxe
 import (
 	"fmt"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // Doorbell tells the kernel that a send queue has new WQEs: an empty
@@ -144,7 +146,7 @@ func (q *recvQueue) post(wrs []RecvWR) error {
 // clipping the limits to what a slot holds. rq is nil for a QP on an SRQ.
 func newQueues(sq, rq *Ring, lim QPLimits, db Doorbell) (*sendQueue, *recvQueue, error) {
 	if sq == nil || db == nil {
-		return nil, nil, fmt.Errorf("rxe: a QP needs a send ring and a doorbell")
+		return nil, nil, fmt.Errorf("rxe: a QP needs a send ring and a doorbell: %w", unix.EINVAL)
 	}
 	slotRoom := sq.ElemSize() - sendWQESize
 	if slotRoom < 0 {

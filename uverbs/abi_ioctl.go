@@ -31,10 +31,6 @@ const (
 	attrQueryGIDEntryGIDIndex  = 1 // UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX
 	attrQueryGIDEntryFlags     = 2 // UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS
 	attrQueryGIDEntryRespEntry = 3 // UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY
-
-	// attrUHWIn and attrUHWOut carry driver data (UVERBS_ATTR_UHW_IN/OUT).
-	attrUHWIn  = 0x1000
-	attrUHWOut = 0x1001
 )
 
 // ioctlHdr is struct ib_uverbs_ioctl_hdr; the attributes follow it.

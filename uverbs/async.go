@@ -41,6 +41,7 @@ var asyncEventNames = [...]string{
 	"last WQE reached", "client reregister", "GID change", "WQ fatal",
 }
 
+// String describes the event type in words.
 func (t AsyncEventType) String() string {
 	if int(t) < len(asyncEventNames) {
 		return asyncEventNames[t]

@@ -3,6 +3,8 @@ package uverbs
 import (
 	"fmt"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // maxDriverData bounds the driver-specific request and response data
@@ -42,12 +44,14 @@ func (r *respFrame[Resp]) ptr() ptr64 { return ptr64{unsafe.Pointer(r)} }
 // noResp is the response frame of commands without a response.
 var noResp *respFrame[struct{}]
 
+// checkDriverData refuses driver data that does not fit a frame, or that
+// the header's word counts (of unit bytes) cannot express.
 func checkDriverData(verb string, in []byte, out, unit int) error {
 	if len(in) > maxDriverData || out > maxDriverData {
 		return fmt.Errorf("uverbs: %s: driver data of %d/%d bytes exceeds %d: %w", verb, len(in), out, maxDriverData, ErrNotSupported)
 	}
 	if len(in)%unit != 0 || out%unit != 0 {
-		return fmt.Errorf("uverbs: %s: driver data of %d/%d bytes is not a multiple of %d", verb, len(in), out, unit)
+		return fmt.Errorf("uverbs: %s: driver data of %d/%d bytes is not a multiple of %d: %w", verb, len(in), out, unit, unix.EINVAL)
 	}
 	return nil
 }

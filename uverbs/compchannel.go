@@ -11,7 +11,6 @@ import (
 // armed CQ attached to it gets a completion. The fd is non-blocking, so it
 // can be polled with epoll/poll.
 type CompChannel struct {
-	ctx   *Context
 	fd    int
 	close once
 }
@@ -30,7 +29,7 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("uverbs: create_comp_channel: %w", err)
 	}
-	return &CompChannel{ctx: c, fd: fd}, nil
+	return &CompChannel{fd: fd}, nil
 }
 
 // FD returns the channel fd (non-blocking, pollable), owned by the channel.

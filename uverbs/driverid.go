@@ -22,6 +22,7 @@ const (
 	DriverSIW     DriverID = 18 // RDMA_DRIVER_SIW
 )
 
+// String is the driver's short name ("rxe", "siw").
 func (d DriverID) String() string {
 	switch d {
 	case DriverRXE:

@@ -15,6 +15,7 @@ type Error struct {
 	Errno unix.Errno
 }
 
+// Error returns "uverbs: <verb>: <errno text>".
 func (e *Error) Error() string { return "uverbs: " + e.Verb + ": " + e.Errno.Error() }
 
 // Unwrap returns the errno.
@@ -41,6 +42,7 @@ type ABIError struct {
 	Max     int
 }
 
+// Error names the ABI, the version found and the versions spoken.
 func (e *ABIError) Error() string {
 	if e.Min == e.Max {
 		return fmt.Sprintf("uverbs: %s version %d not supported (need %d)", e.What, e.Version, e.Min)

@@ -43,6 +43,7 @@ const (
 	GIDTypeRoCEv2 GIDType = 2
 )
 
+// String names the GID type ("IB", "RoCE v1", "RoCE v2").
 func (t GIDType) String() string {
 	switch t {
 	case GIDTypeIB:

@@ -38,6 +38,7 @@ var accessNames = []struct {
 	{AccessRelaxedOrdering, "RelaxedOrdering"},
 }
 
+// String lists the flags set, joined by "|"; unknown bits are shown in hex.
 func (a Access) String() string {
 	if a == 0 {
 		return "0"

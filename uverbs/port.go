@@ -15,6 +15,7 @@ const (
 	PortActiveDefer PortState = 5
 )
 
+// String is the IB_PORT_* name without its prefix.
 func (s PortState) String() string {
 	switch s {
 	case PortNOP:
@@ -53,6 +54,7 @@ func (m MTU) Bytes() int {
 	return 128 << m
 }
 
+// String is the MTU in bytes.
 func (m MTU) String() string {
 	if b := m.Bytes(); b != 0 {
 		return fmt.Sprint(b)
@@ -70,6 +72,7 @@ const (
 	LinkLayerEthernet    LinkLayer = 2
 )
 
+// String names the link layer ("InfiniBand", "Ethernet").
 func (l LinkLayer) String() string {
 	switch l {
 	case LinkLayerUnspecified:

@@ -22,8 +22,7 @@ type QP struct {
 	pd     *PD
 	handle uint32
 	num    uint32
-	cap    QPCap
-	init   QPInitAttr
+	init   QPInitAttr // Cap as granted
 	close  once
 }
 
@@ -56,8 +55,7 @@ func (pd *PD) CreateQP(attr QPInitAttr, driverOut []byte) (*QP, error) {
 	copy(driverOut, resp.drv[:])
 	r := &resp.resp
 	qp := &QP{pd: pd, handle: r.QPHandle, num: r.QPN, init: attr}
-	qp.cap = QPCap{r.MaxSendWR, r.MaxRecvWR, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInlineData}
-	qp.init.Cap = qp.cap
+	qp.init.Cap = QPCap{r.MaxSendWR, r.MaxRecvWR, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInlineData}
 	return qp, nil
 }
 
@@ -71,7 +69,7 @@ func (qp *QP) Num() uint32 { return qp.num }
 func (qp *QP) Handle() uint32 { return qp.handle }
 
 // Cap returns the capacity the device granted (at least what was asked).
-func (qp *QP) Cap() QPCap { return qp.cap }
+func (qp *QP) Cap() QPCap { return qp.init.Cap }
 
 // InitAttr returns the creation attributes, with Cap as granted.
 func (qp *QP) InitAttr() QPInitAttr { return qp.init }

@@ -12,6 +12,7 @@ const (
 	QPTypeUD QPType = 4
 )
 
+// String is the transport's short name (RC, UC, UD).
 func (t QPType) String() string {
 	switch t {
 	case QPTypeRC:
@@ -40,6 +41,7 @@ const (
 
 var qpStateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
 
+// String is the state as enum ibv_qp_state names it, without IBV_QPS_.
 func (s QPState) String() string {
 	if int(s) < len(qpStateNames) {
 		return qpStateNames[s]

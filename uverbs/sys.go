@@ -24,21 +24,12 @@ var _ = [1]struct{}{}[unsafe.Sizeof(ptr64{})-8]
 // returns (the assembly Syscall guarantees that for p; ptr64 fields are
 // GC-visible). A successful command returns its full length.
 func writeCmd(fd int, verb string, p unsafe.Pointer, n uintptr) error {
-	for {
-		r, _, errno := unix.Syscall(unix.SYS_WRITE, uintptr(fd), uintptr(p), n)
-		runtime.KeepAlive(p)
-		switch {
-		case errno == unix.EINTR:
-			continue
-		case errno != 0:
-			return cmdError(verb, errno)
-		case r != n:
-			// The kernel never writes a command partially; a short count
-			// means fd is not a uverbs device.
-			return cmdError(verb, unix.EIO)
-		}
-		return nil
+	// The kernel never writes a command partially; a short count (EIO
+	// from fullIO) means fd is not a uverbs device.
+	if errno := fullIO(unix.SYS_WRITE, fd, p, n); errno != 0 {
+		return cmdError(verb, errno)
 	}
+	return nil
 }
 
 // ioctlCmd is the one entry point for RDMA_VERBS_IOCTL: hdr points at a
@@ -62,8 +53,15 @@ func ioctlCmd(fd int, verb string, hdr unsafe.Pointer) error {
 // (completion channel or async event fd), retrying EINTR. It returns the raw
 // errno so that callers can keep EAGAIN allocation-free.
 func readEvent(fd int, p unsafe.Pointer, n uintptr) unix.Errno {
+	return fullIO(unix.SYS_READ, fd, p, n)
+}
+
+// fullIO is read(2) or write(2) (trap) of exactly n bytes at p, retrying
+// EINTR; any other count is EIO, since uverbs fds transfer whole commands
+// and events or nothing.
+func fullIO(trap uintptr, fd int, p unsafe.Pointer, n uintptr) unix.Errno {
 	for {
-		r, _, errno := unix.Syscall(unix.SYS_READ, uintptr(fd), uintptr(p), n)
+		r, _, errno := unix.Syscall(trap, uintptr(fd), uintptr(p), n)
 		runtime.KeepAlive(p)
 		switch {
 		case errno == unix.EINTR:

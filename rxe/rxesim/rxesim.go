@@ -136,15 +136,17 @@ func (d *Device) NewQP(sendCQ, recvCQ *CQ, cfg QPConfig) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
+	q := &QP{dev: d, sq: sq, rq: rq, sendCQ: sendCQ, recvCQ: recvCQ, sigAll: cfg.SigAll}
+	if q.User, err = rxe.NewQPFromRings(sq, rq, lim, q); err != nil {
+		return nil, err
+	}
+	// Only a QP that works joins the device, so that Process never runs a
+	// half-made one.
 	d.mu.Lock()
-	q := &QP{dev: d, num: d.nextQPN, sq: sq, rq: rq, sendCQ: sendCQ, recvCQ: recvCQ, sigAll: cfg.SigAll}
+	q.num = d.nextQPN
 	d.nextQPN++
 	d.qps = append(d.qps, q)
 	d.mu.Unlock()
-	q.User, err = rxe.NewQPFromRings(sq, rq, lim, q)
-	if err != nil {
-		return nil, err
-	}
 	return q, nil
 }
 
