@@ -83,7 +83,15 @@ func execWrite[Req, Resp any](fd int, verb string, cmd uint32, f *writeFrame[Req
 		}
 	}
 	n := buildWrite(f, cmd, resp, driverIn, driverOut)
-	return writeCmd(fd, verb, unsafe.Pointer(f), n)
+	return writeCmd(fd, verb, unsafe.Pointer(f), n, false)
+}
+
+// execHotWrite runs a legacy write() command that never sleeps in the
+// kernel and carries no driver data (the doorbell, req_notify_cq) through
+// RawSyscall; see fullIO.
+func execHotWrite[Req, Resp any](fd int, verb string, cmd uint32, f *writeFrame[Req], resp *respFrame[Resp]) error {
+	n := buildWrite(f, cmd, resp, nil, 0)
+	return writeCmd(fd, verb, unsafe.Pointer(f), n, true)
 }
 
 // buildWriteEx completes an extended command: the response pointer lives
@@ -111,5 +119,5 @@ func execWriteEx[Req, Resp any](fd int, verb string, cmd uint32, f *exWriteFrame
 		}
 	}
 	n := buildWriteEx(f, cmd, resp, driverIn, driverOut)
-	return writeCmd(fd, verb, unsafe.Pointer(f), n)
+	return writeCmd(fd, verb, unsafe.Pointer(f), n, false)
 }

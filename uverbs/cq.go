@@ -78,7 +78,7 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	if solicitedOnly {
 		f.req.SolicitedOnly = 1
 	}
-	return execWrite(cq.ctx.fd, "req_notify_cq", cmdReqNotifyCQ, &f, noResp, nil, 0)
+	return execHotWrite(cq.ctx.fd, "req_notify_cq", cmdReqNotifyCQ, &f, noResp)
 }
 
 // Destroy destroys the CQ (IB_USER_VERBS_CMD_DESTROY_CQ) and returns how

@@ -109,7 +109,7 @@ func (qp *QP) PostSendDoorbell() error {
 	var resp respFrame[postSendResp]
 	var f writeFrame[postSendCmd]
 	f.req = postSendCmd{Response: resp.ptr(), QPHandle: qp.handle, WQESize: doorbellWQESize}
-	return execWrite(qp.pd.ctx.fd, "post_send", cmdPostSend, &f, &resp, nil, 0)
+	return execHotWrite(qp.pd.ctx.fd, "post_send", cmdPostSend, &f, &resp)
 }
 
 // Destroy destroys the QP (IB_USER_VERBS_CMD_DESTROY_QP) and returns how
