@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -620,4 +621,52 @@ func uvOpenB(b *testing.B) *uverbs.Context {
 	}
 	b.Cleanup(func() { ctx.Close() })
 	return ctx
+}
+
+// A Context dropped without Close (with a PD in it) still gives its fds
+// back once the garbage collector finds it; an explicit Close stops that
+// cleanup, so it never closes a reused fd number later.
+func TestUverbsContextCleanupOnGC(t *testing.T) {
+	d, err := uverbs.DeviceByName(devices(t, 1)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := uvCount(t)
+	func() {
+		ctx, err := uverbs.Open(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ctx.AllocPD(); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for uvCount(t).fds != before.fds && time.Now().Before(deadline) {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	uvSame(t, "after dropping a context", before)
+
+	ctx, err := uverbs.Open(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ctx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The freed fd number is taken by a file of ours; a late cleanup of the
+	// closed context would close it.
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for range 3 {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := f.Stat(); err != nil {
+		t.Fatalf("a file opened after Close was closed behind our back: %v", err)
+	}
 }

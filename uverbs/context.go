@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"fmt"
+	"runtime"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,7 +25,8 @@ type Context struct {
 	driverID       DriverID
 	driverIDErr    error // why driverID is unknown, reported by ioctl verbs
 
-	close once
+	close   once
+	cleanup runtime.Cleanup // closes both fds if the Context is dropped unclosed
 }
 
 // Open opens d's character device and creates a device context
@@ -53,6 +55,13 @@ func Open(d Device) (*Context, error) {
 		c.Close()
 		return nil, fmt.Errorf("uverbs: get_context: async fd: %w", err)
 	}
+	// A safety net, not a substitute for Close: the kernel frees every
+	// object of the context once both fds are closed. Children hold the
+	// Context, so this runs only when they are unreachable too.
+	c.cleanup = runtime.AddCleanup(c, func(fds [2]int) {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+	}, [2]int{c.fd, c.asyncFD})
 	return c, nil
 }
 
@@ -88,6 +97,7 @@ func (c *Context) NumCompVectors() int { return c.numCompVectors }
 func (c *Context) Close() error {
 	var err error
 	c.close.do(func() error {
+		c.cleanup.Stop()
 		// Both fds are gone after close(2) whatever it returns, so the
 		// context counts as closed even when an error is reported.
 		if c.asyncFD >= 0 {
