@@ -43,9 +43,10 @@ check:
 	GOARCH=arm64 $(GO) vet ./...
 	$(GO) vet -tags integration ./integration/
 
-## unit: host tests (no RDMA needed); netpoll's namespace tests need root
+## unit: host tests (no RDMA needed; netpoll's namespace tests need root), and every benchmark once so none rots
 unit:
 	$(GO) test -race -count=1 ./...
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime=1x ./...
 
 ## itest: the integration tests inside the VM; RUN=regexp picks tests by name
 itest: setup
