@@ -18,6 +18,36 @@ const (
 // Objects, methods and attribute ids used here.
 const (
 	objectDevice = 0 // UVERBS_OBJECT_DEVICE
+	objectPD     = 1 // UVERBS_OBJECT_PD
+	objectCQ     = 3 // UVERBS_OBJECT_CQ
+	objectQP     = 4 // UVERBS_OBJECT_QP
+	objectMR     = 7 // UVERBS_OBJECT_MR
+
+	// Driver udata (UVERBS_ATTR_UHW_IN/OUT): the first ids of the driver
+	// namespace, UVERBS_UDATA_DRIVER_DATA_FLAG = 1 << UVERBS_ID_NS_SHIFT.
+	attrUHWIn  = 0x1000
+	attrUHWOut = 0x1001
+
+	methodCQCreate  = 0 // UVERBS_METHOD_CQ_CREATE
+	methodCQDestroy = 1 // UVERBS_METHOD_CQ_DESTROY
+	methodQPDestroy = 1 // UVERBS_METHOD_QP_DESTROY
+	methodMRDestroy = 1 // UVERBS_METHOD_MR_DESTROY
+	methodPDDestroy = 0 // UVERBS_METHOD_PD_DESTROY
+
+	attrCreateCQHandle      = 0 // UVERBS_ATTR_CREATE_CQ_HANDLE
+	attrCreateCQCQE         = 1 // UVERBS_ATTR_CREATE_CQ_CQE
+	attrCreateCQUserHandle  = 2 // UVERBS_ATTR_CREATE_CQ_USER_HANDLE
+	attrCreateCQCompChannel = 3 // UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL
+	attrCreateCQCompVector  = 4 // UVERBS_ATTR_CREATE_CQ_COMP_VECTOR
+	attrCreateCQRespCQE     = 6 // UVERBS_ATTR_CREATE_CQ_RESP_CQE
+	attrCreateCQEventFD     = 7 // UVERBS_ATTR_CREATE_CQ_EVENT_FD
+
+	attrDestroyCQHandle = 0 // UVERBS_ATTR_DESTROY_CQ_HANDLE
+	attrDestroyCQResp   = 1 // UVERBS_ATTR_DESTROY_CQ_RESP
+	attrDestroyQPHandle = 0 // UVERBS_ATTR_DESTROY_QP_HANDLE
+	attrDestroyQPResp   = 1 // UVERBS_ATTR_DESTROY_QP_RESP
+	attrDestroyMRHandle = 0 // UVERBS_ATTR_DESTROY_MR_HANDLE
+	attrDestroyPDHandle = 0 // UVERBS_ATTR_DESTROY_PD_HANDLE
 
 	methodQueryGIDTable = 5 // UVERBS_METHOD_QUERY_GID_TABLE
 	methodQueryGIDEntry = 6 // UVERBS_METHOD_QUERY_GID_ENTRY

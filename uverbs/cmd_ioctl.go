@@ -2,8 +2,11 @@ package uverbs
 
 import (
 	"encoding/binary"
+	"errors"
 	"runtime"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // maxIoctlAttrs bounds the attributes of one ioctl command built here.
@@ -47,6 +50,26 @@ func (b *ioctlBuf) u32In(id uint16, v uint32) {
 	a.Data = binary.NativeEndian.Uint64(d[:])
 }
 
+// u64In adds an 8-byte PTR_IN value passed inline (fill_attr_in_uint64);
+// the encoding is that of constIn.
+func (b *ioctlBuf) u64In(id uint16, v uint64) { b.constIn(id, v) }
+
+// objIn adds a UVERBS_ATTR_TYPE_IDR attribute: no length, the handle inline
+// (fill_attr_in_obj). For an object the method creates, handle is 0 and the
+// kernel writes the new handle back into Data.
+func (b *ioctlBuf) objIn(id uint16, handle uint32) *ioctlAttr {
+	a := b.next(id)
+	a.Data = uint64(handle)
+	return a
+}
+
+// fdIn adds a UVERBS_ATTR_TYPE_FD attribute, the fd inline (fill_attr_in_fd).
+func (b *ioctlBuf) fdIn(id uint16, fd int) *ioctlAttr {
+	a := b.next(id)
+	a.Data = uint64(fd)
+	return a
+}
+
 // ptrOut adds a PTR_OUT buffer of n bytes at p; p is pinned until done.
 func (b *ioctlBuf) ptrOut(id uint16, p unsafe.Pointer, n int) *ioctlAttr {
 	b.pin.Pin(p)
@@ -66,4 +89,46 @@ func (b *ioctlBuf) exec(fd int, verb string) error {
 	defer b.pin.Unpin()
 	b.finish()
 	return ioctlCmd(fd, verb, unsafe.Pointer(&b.hdr))
+}
+
+// ioctlMethod is one ioctl method that has a write() command to fall back
+// on, as a bit of Context.noIoctl.
+type ioctlMethod uint32
+
+const (
+	ioctlDestroyCQ ioctlMethod = 1 << iota
+	ioctlDestroyQP
+	ioctlDeregMR
+	ioctlDeallocPD
+	ioctlCreateCQ
+)
+
+// ioctlDriver returns the driver id to send m with, or false when the
+// write() command is to be used instead: the kernel refuses a wrong driver
+// id with EINVAL, so without a known one the ioctl is not tried, and a
+// method the kernel said it lacks is not tried again.
+func (c *Context) ioctlDriver(m ioctlMethod) (uint32, bool) {
+	if c.driverID == DriverUnknown || c.noIoctl.Load()&uint32(m) != 0 {
+		return 0, false
+	}
+	return uint32(c.driverID), true
+}
+
+// ioctlFallback reports whether err, the failure of m's ioctl, means the
+// kernel lacks the method, so that the write() command is to be sent; it
+// remembers the answer for the Context, as libibverbs'
+// _execute_ioctl_fallback does. ENOTTY says the fd has no ioctl interface at
+// all, EPROTONOSUPPORT that the kernel does not know the method or one of
+// its mandatory attributes (uverbs_ioctl.c returns it for nothing else).
+// Every other errno is the verb's real answer.
+func (c *Context) ioctlFallback(err error, m ioctlMethod) bool {
+	switch {
+	case errors.Is(err, unix.ENOTTY):
+		c.noIoctl.Store(^uint32(0))
+		return true
+	case errors.Is(err, unix.EPROTONOSUPPORT):
+		c.noIoctl.Or(uint32(m))
+		return true
+	}
+	return false
 }

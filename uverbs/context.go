@@ -3,6 +3,7 @@ package uverbs
 import (
 	"fmt"
 	"runtime"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,7 +24,8 @@ type Context struct {
 	asyncFD        int
 	numCompVectors int
 	driverID       DriverID
-	driverIDErr    error // why driverID is unknown, reported by ioctl verbs
+	driverIDErr    error         // why driverID is unknown, reported by ioctl verbs
+	noIoctl        atomic.Uint32 // ioctlMethod bits the kernel lacks: use write()
 
 	close   once
 	cleanup runtime.Cleanup // closes both fds if the Context is dropped unclosed

@@ -3,6 +3,7 @@ package uverbs
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,13 +27,40 @@ type CQ struct {
 	close      once
 }
 
-// CreateCQ creates a completion queue (IB_USER_VERBS_CMD_CREATE_CQ).
-// driverOut receives the driver's response (for rdma_rxe a struct
-// rxe_create_cq_resp with the ring's mmap offset and size); its length is
-// what the driver expects, a multiple of 4 bytes.
+// CreateCQ creates a completion queue (UVERBS_METHOD_CQ_CREATE, or
+// IB_USER_VERBS_CMD_CREATE_CQ on a kernel without it). driverOut receives
+// the driver's response (for rdma_rxe a struct rxe_create_cq_resp with the
+// ring's mmap offset and size); its length is what the driver expects, a
+// multiple of 4 bytes.
 func (c *Context) CreateCQ(attr CQAttr, driverOut []byte) (*CQ, error) {
+	const verb = "create_cq"
 	if attr.CQE <= 0 || attr.CQE > math.MaxInt32 || attr.Vector < 0 || attr.Vector > math.MaxInt32 {
-		return nil, fmt.Errorf("uverbs: create_cq: cqe %d, vector %d: %w", attr.CQE, attr.Vector, unix.EINVAL)
+		return nil, fmt.Errorf("uverbs: %s: cqe %d, vector %d: %w", verb, attr.CQE, attr.Vector, unix.EINVAL)
+	}
+	if err := checkDriverData(verb, nil, len(driverOut), 4); err != nil {
+		return nil, err
+	}
+	r, err := c.createCQ(attr, driverOut)
+	if err != nil {
+		return nil, err
+	}
+	return &CQ{ctx: c, handle: r.CQHandle, cqe: int(r.CQE), userHandle: attr.UserHandle, channel: attr.Channel}, nil
+}
+
+// createCQ sends the ioctl, as libibverbs 44 does, and the write() command
+// only when the kernel lacks the method.
+func (c *Context) createCQ(attr CQAttr, driverOut []byte) (createCQResp, error) {
+	const verb = "create_cq"
+	if driverID, ok := c.ioctlDriver(ioctlCreateCQ); ok {
+		var cqe uint32
+		b, handle := createCQIoctl(driverID, attr, c.asyncFD, &cqe, driverOut)
+		err := b.exec(c.fd, verb)
+		if err == nil {
+			return createCQResp{CQHandle: uint32(handle.Data), CQE: cqe}, nil
+		}
+		if !c.ioctlFallback(err, ioctlCreateCQ) {
+			return createCQResp{}, err
+		}
 	}
 	var resp respFrame[createCQResp]
 	var f writeFrame[createCQCmd]
@@ -46,11 +74,37 @@ func (c *Context) CreateCQ(attr CQAttr, driverOut []byte) (*CQ, error) {
 	if attr.Channel != nil {
 		f.req.CompChannel = int32(attr.Channel.fd)
 	}
-	if err := execWrite(c.fd, "create_cq", cmdCreateCQ, &f, &resp, nil, len(driverOut)); err != nil {
-		return nil, err
+	if err := execWrite(c.fd, verb, cmdCreateCQ, &f, &resp, nil, len(driverOut)); err != nil {
+		return createCQResp{}, err
 	}
 	copy(driverOut, resp.drv[:])
-	return &CQ{ctx: c, handle: resp.resp.CQHandle, cqe: int(resp.resp.CQE), userHandle: attr.UserHandle, channel: attr.Channel}, nil
+	return resp.resp, nil
+}
+
+// createCQIoctl builds UVERBS_METHOD_CQ_CREATE as ibv_icmd_create_cq in
+// libibverbs 44 does, with librxe's driver response as UVERBS_ATTR_UHW_OUT
+// (the last attribute, as libibverbs appends the driver's buffer): the new
+// handle (returned, for the kernel's answer in its Data), the granted CQE
+// count, the CQE count asked, the user handle, the completion channel if
+// any, the vector, and the async event fd, optional so that kernels before
+// it existed accept the command. All others are mandatory.
+func createCQIoctl(driverID uint32, attr CQAttr, asyncFD int, cqe *uint32, driverOut []byte) (*ioctlBuf, *ioctlAttr) {
+	b := newIoctl(objectCQ, methodCQCreate, driverID)
+	handle := b.objIn(attrCreateCQHandle, 0)
+	b.ptrOut(attrCreateCQRespCQE, unsafe.Pointer(cqe), int(unsafe.Sizeof(*cqe)))
+	b.u32In(attrCreateCQCQE, uint32(attr.CQE))
+	b.u64In(attrCreateCQUserHandle, attr.UserHandle)
+	if attr.Channel != nil {
+		b.fdIn(attrCreateCQCompChannel, attr.Channel.fd)
+	}
+	b.u32In(attrCreateCQCompVector, uint32(attr.Vector))
+	if asyncFD >= 0 {
+		b.fdIn(attrCreateCQEventFD, asyncFD).Flags &^= attrFMandatory
+	}
+	if len(driverOut) > 0 {
+		b.ptrOut(attrUHWOut, unsafe.Pointer(&driverOut[0]), len(driverOut))
+	}
+	return b, handle
 }
 
 // Context returns the context of the CQ.
@@ -81,8 +135,9 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	return execHotWrite(cq.ctx.fd, "req_notify_cq", cmdReqNotifyCQ, &f, noResp)
 }
 
-// Destroy destroys the CQ (IB_USER_VERBS_CMD_DESTROY_CQ) and returns how
-// many completion and async events the kernel reported for it, so that the
+// Destroy destroys the CQ (UVERBS_METHOD_CQ_DESTROY, or
+// IB_USER_VERBS_CMD_DESTROY_CQ on a kernel without it) and returns how many
+// completion and async events the kernel reported for it, so that the
 // caller can account for events it has not read or acknowledged yet.
 // Destroy is idempotent: later calls return zero counts.
 func (cq *CQ) Destroy() (compEvents, asyncEvents uint32, err error) {
@@ -90,14 +145,40 @@ func (cq *CQ) Destroy() (compEvents, asyncEvents uint32, err error) {
 		if cq.ctx.released() {
 			return nil
 		}
-		var resp respFrame[destroyCQResp]
-		var f writeFrame[destroyCQCmd]
-		f.req = destroyCQCmd{Response: resp.ptr(), CQHandle: cq.handle}
-		if err := execWrite(cq.ctx.fd, "destroy_cq", cmdDestroyCQ, &f, &resp, nil, 0); err != nil {
+		r, err := cq.destroy()
+		if err != nil {
 			return err
 		}
-		compEvents, asyncEvents = resp.resp.CompEventsReported, resp.resp.AsyncEventsReported
+		compEvents, asyncEvents = r.CompEventsReported, r.AsyncEventsReported
 		return nil
 	})
 	return compEvents, asyncEvents, err
+}
+
+// destroy sends the ioctl, as libibverbs 44 does, and the write() command
+// only when the kernel lacks the method.
+func (cq *CQ) destroy() (destroyCQResp, error) {
+	const verb = "destroy_cq"
+	c := cq.ctx
+	if driverID, ok := c.ioctlDriver(ioctlDestroyCQ); ok {
+		var r destroyCQResp
+		err := destroyCQIoctl(driverID, cq.handle, &r).exec(c.fd, verb)
+		if err == nil || !c.ioctlFallback(err, ioctlDestroyCQ) {
+			return r, err
+		}
+	}
+	var resp respFrame[destroyCQResp]
+	var f writeFrame[destroyCQCmd]
+	f.req = destroyCQCmd{Response: resp.ptr(), CQHandle: cq.handle}
+	err := execWrite(c.fd, verb, cmdDestroyCQ, &f, &resp, nil, 0)
+	return resp.resp, err
+}
+
+// destroyCQIoctl builds UVERBS_METHOD_CQ_DESTROY as ibv_cmd_destroy_cq
+// does: the response, then the handle with destroy access; both mandatory.
+func destroyCQIoctl(driverID, handle uint32, r *destroyCQResp) *ioctlBuf {
+	b := newIoctl(objectCQ, methodCQDestroy, driverID)
+	b.ptrOut(attrDestroyCQResp, unsafe.Pointer(r), int(unsafe.Sizeof(*r)))
+	b.objIn(attrDestroyCQHandle, handle)
+	return b
 }

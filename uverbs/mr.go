@@ -131,18 +131,41 @@ func (mr *MR) Handle() uint32 { return mr.handle }
 // Buffer returns the buffer the region covers.
 func (mr *MR) Buffer() *Buffer { return mr.buf }
 
-// Close deregisters the region (IB_USER_VERBS_CMD_DEREG_MR). Idempotent;
-// after the Context was closed it only releases the buffer.
+// Close deregisters the region (UVERBS_METHOD_MR_DESTROY, or
+// IB_USER_VERBS_CMD_DEREG_MR on a kernel without it). Idempotent; after the
+// Context was closed it only releases the buffer.
 func (mr *MR) Close() error {
 	return mr.close.do(func() error {
 		if !mr.pd.ctx.released() {
-			var f writeFrame[deregMRCmd]
-			f.req = deregMRCmd{MRHandle: mr.handle}
-			if err := execWrite(mr.pd.ctx.fd, "dereg_mr", cmdDeregMR, &f, noResp, nil, 0); err != nil {
+			if err := mr.dereg(); err != nil {
 				return err
 			}
 		}
 		mr.buf.unregister()
 		return nil
 	})
+}
+
+// dereg sends the ioctl, as libibverbs 44 does, and the write() command
+// only when the kernel lacks the method.
+func (mr *MR) dereg() error {
+	const verb = "dereg_mr"
+	c := mr.pd.ctx
+	if driverID, ok := c.ioctlDriver(ioctlDeregMR); ok {
+		err := deregMRIoctl(driverID, mr.handle).exec(c.fd, verb)
+		if err == nil || !c.ioctlFallback(err, ioctlDeregMR) {
+			return err
+		}
+	}
+	var f writeFrame[deregMRCmd]
+	f.req = deregMRCmd{MRHandle: mr.handle}
+	return execWrite(c.fd, verb, cmdDeregMR, &f, noResp, nil, 0)
+}
+
+// deregMRIoctl builds UVERBS_METHOD_MR_DESTROY as ibv_cmd_dereg_mr does:
+// only the handle, with destroy access.
+func deregMRIoctl(driverID, handle uint32) *ioctlBuf {
+	b := newIoctl(objectMR, methodMRDestroy, driverID)
+	b.objIn(attrDestroyMRHandle, handle)
+	return b
 }

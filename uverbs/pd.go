@@ -24,16 +24,39 @@ func (pd *PD) Context() *Context { return pd.ctx }
 // Handle returns the kernel handle of the PD.
 func (pd *PD) Handle() uint32 { return pd.handle }
 
-// Close deallocates the PD (IB_USER_VERBS_CMD_DEALLOC_PD). The kernel
-// refuses with EBUSY while MRs or QPs still use it; Close can then be
-// retried. Once it has succeeded, Close does nothing.
+// Close deallocates the PD (UVERBS_METHOD_PD_DESTROY, or
+// IB_USER_VERBS_CMD_DEALLOC_PD on a kernel without it). The kernel refuses
+// with EBUSY while MRs or QPs still use it; Close can then be retried. Once
+// it has succeeded, Close does nothing.
 func (pd *PD) Close() error {
 	return pd.close.do(func() error {
 		if pd.ctx.released() {
 			return nil
 		}
-		var f writeFrame[deallocPDCmd]
-		f.req = deallocPDCmd{PDHandle: pd.handle}
-		return execWrite(pd.ctx.fd, "dealloc_pd", cmdDeallocPD, &f, noResp, nil, 0)
+		return pd.dealloc()
 	})
+}
+
+// dealloc sends the ioctl, as libibverbs 44 does, and the write() command
+// only when the kernel lacks the method.
+func (pd *PD) dealloc() error {
+	const verb = "dealloc_pd"
+	c := pd.ctx
+	if driverID, ok := c.ioctlDriver(ioctlDeallocPD); ok {
+		err := deallocPDIoctl(driverID, pd.handle).exec(c.fd, verb)
+		if err == nil || !c.ioctlFallback(err, ioctlDeallocPD) {
+			return err
+		}
+	}
+	var f writeFrame[deallocPDCmd]
+	f.req = deallocPDCmd{PDHandle: pd.handle}
+	return execWrite(c.fd, verb, cmdDeallocPD, &f, noResp, nil, 0)
+}
+
+// deallocPDIoctl builds UVERBS_METHOD_PD_DESTROY as ibv_cmd_dealloc_pd
+// does: only the handle, with destroy access.
+func deallocPDIoctl(driverID, handle uint32) *ioctlBuf {
+	b := newIoctl(objectPD, methodPDDestroy, driverID)
+	b.objIn(attrDestroyPDHandle, handle)
+	return b
 }

@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"fmt"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -112,22 +113,48 @@ func (qp *QP) PostSendDoorbell() error {
 	return execHotWrite(qp.pd.ctx.fd, "post_send", cmdPostSend, &f, &resp)
 }
 
-// Destroy destroys the QP (IB_USER_VERBS_CMD_DESTROY_QP) and returns how
-// many async events the kernel reported for it. Idempotent: later calls
-// return 0.
+// Destroy destroys the QP (UVERBS_METHOD_QP_DESTROY, or
+// IB_USER_VERBS_CMD_DESTROY_QP on a kernel without it) and returns how many
+// async events the kernel reported for it. Idempotent: later calls return 0.
 func (qp *QP) Destroy() (events uint32, err error) {
 	err = qp.close.do(func() error {
 		if qp.pd.ctx.released() {
 			return nil
 		}
-		var resp respFrame[destroyQPResp]
-		var f writeFrame[destroyQPCmd]
-		f.req = destroyQPCmd{Response: resp.ptr(), QPHandle: qp.handle}
-		if err := execWrite(qp.pd.ctx.fd, "destroy_qp", cmdDestroyQP, &f, &resp, nil, 0); err != nil {
+		r, err := qp.destroy()
+		if err != nil {
 			return err
 		}
-		events = resp.resp.EventsReported
+		events = r.EventsReported
 		return nil
 	})
 	return events, err
+}
+
+// destroy sends the ioctl, as libibverbs 44 does, and the write() command
+// only when the kernel lacks the method.
+func (qp *QP) destroy() (destroyQPResp, error) {
+	const verb = "destroy_qp"
+	c := qp.pd.ctx
+	if driverID, ok := c.ioctlDriver(ioctlDestroyQP); ok {
+		var r destroyQPResp
+		err := destroyQPIoctl(driverID, qp.handle, &r).exec(c.fd, verb)
+		if err == nil || !c.ioctlFallback(err, ioctlDestroyQP) {
+			return r, err
+		}
+	}
+	var resp respFrame[destroyQPResp]
+	var f writeFrame[destroyQPCmd]
+	f.req = destroyQPCmd{Response: resp.ptr(), QPHandle: qp.handle}
+	err := execWrite(c.fd, verb, cmdDestroyQP, &f, &resp, nil, 0)
+	return resp.resp, err
+}
+
+// destroyQPIoctl builds UVERBS_METHOD_QP_DESTROY as ibv_cmd_destroy_qp
+// does: the response, then the handle with destroy access; both mandatory.
+func destroyQPIoctl(driverID, handle uint32, r *destroyQPResp) *ioctlBuf {
+	b := newIoctl(objectQP, methodQPDestroy, driverID)
+	b.ptrOut(attrDestroyQPResp, unsafe.Pointer(r), int(unsafe.Sizeof(*r)))
+	b.objIn(attrDestroyQPHandle, handle)
+	return b
 }
