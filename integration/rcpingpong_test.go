@@ -163,11 +163,12 @@ func (r pingpongRun) checkPair(t *testing.T, serverOut, clientOut string) {
 		if side.tool == goPingpong && os.Getenv("RC_PINGPONG_MALLOCS") == "1" {
 			// The loop itself allocates nothing; the runtime may count an
 			// allocation or two when it starts an OS thread while the loop
-			// sleeps in a system call. One per iteration would be a leak.
+			// sleeps in a system call. An allocation per iteration would show
+			// as at least iters; half that is the line.
 			m := pingpongMallocs.FindStringSubmatch(side.out)
 			if m == nil {
 				t.Errorf("%s %s printed no allocation count:\n%s", side.name, side.tool, side.out)
-			} else if n, _ := strconv.Atoi(m[1]); n*4 >= iters {
+			} else if n, _ := strconv.Atoi(m[1]); n*2 >= iters {
 				t.Errorf("%s %s: %d heap allocations in %d iterations:\n%s", side.name, side.tool, n, iters, side.out)
 			} else if n != 0 {
 				t.Logf("%s %s: %d heap allocations in %d iterations (not one per iteration)", side.name, side.tool, n, iters)
@@ -181,7 +182,7 @@ var pingpongMallocs = regexp.MustCompile(`rc-pingpong: (\d+) heap allocations du
 // Go against C both ways, and Go against Go: polling and events, messages
 // from 1 byte (inline) to 64 KiB (64 packets at path MTU 1024), non-default
 // counts, receive depths and ports, and the defaults. The Go ends also
-// report their heap allocations during the exchange, which must be none.
+// report their heap allocations during the exchange: none from the loop.
 func TestRCPingpong(t *testing.T) {
 	t.Setenv("RC_PINGPONG_MALLOCS", "1")
 	for _, tc := range []struct {
