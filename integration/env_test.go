@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pureverbs/pureverbs/integration/vm"
 )
 
 // devices returns the rxe devices the harness created (RXEVM_DEVICES), and
@@ -108,6 +110,32 @@ func (p *peer) wait(t testing.TB) string {
 		t.Fatalf("%s %s: %v\n%s", p.name, strings.Join(p.cmd.Args[1:], " "), p.err, out)
 	}
 	return out
+}
+
+// waitListening waits until srv listens on TCP port (vm.Listening, so that
+// no probe connection is made: the pingpong servers would take it for their
+// client), or fails if srv exits first.
+func waitListening(t testing.TB, srv *peer, port int, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		ok, err := vm.Listening(port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return
+		}
+		select {
+		case <-srv.done:
+			t.Fatalf("%s exited before listening on %d: %v\n%s", srv.name, port, srv.err, srv.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not listen on port %d after %v:\n%s", srv.name, port, limit, srv.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // runPeer runs a program to completion within limit and returns its output.

@@ -83,17 +83,8 @@ func TestUverbsVerbsUseIoctlLikeLibibverbs(t *testing.T) {
 	args := []string{"-g", "1", "-n", "1", "-p", "18701"}
 	srv := startPeer(t, 60*time.Second, "strace", append([]string{"-f", "-y", "-xx", "-s", "16", "-e", "trace=write,ioctl",
 		"ibv_rc_pingpong", "-d", devs[0]}, args...)...)
-	for attempt := 1; ; attempt++ {
-		time.Sleep(500 * time.Millisecond)
-		cli := startPeer(t, 60*time.Second, "ibv_rc_pingpong", append(append([]string{"-d", devs[1]}, args...), "10.99.0.1")...)
-		<-cli.done
-		if cli.err == nil {
-			break
-		}
-		if attempt == 10 || !strings.Contains(cli.out.String(), "Couldn't connect") {
-			t.Fatalf("client: %v\n%s", cli.err, cli.out.String())
-		}
-	}
+	waitListening(t, srv, 18701, 30*time.Second) // strace starts slowly in the VM
+	runPeer(t, 60*time.Second, "ibv_rc_pingpong", append(append([]string{"-d", devs[1]}, args...), "10.99.0.1")...)
 	// libibverbs 44 sends even its "write" commands through
 	// UVERBS_METHOD_INVOKE_WRITE here; only librxe's doorbell is a write().
 	checkIoctlVerbs(t, "libibverbs", srv.wait(t), 0x1c)

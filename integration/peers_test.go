@@ -73,7 +73,8 @@ func TestCToolsRCPingpong(t *testing.T) {
 				args = append(args, "-e")
 			}
 			srv := startPeer(t, 60*time.Second, "ibv_rc_pingpong", append([]string{"-d", devs[0]}, args...)...)
-			time.Sleep(300 * time.Millisecond) // let the server listen
+			port, _ := strconv.Atoi(tc.port)
+			waitListening(t, srv, port, 30*time.Second)
 			cli := runPeer(t, 60*time.Second, "ibv_rc_pingpong", append(append([]string{"-d", devs[1]}, args...), "10.99.0.1")...)
 			checkPingpong(t, "client", cli, tc.size, tc.iters)
 			checkPingpong(t, "server", srv.wait(t), tc.size, tc.iters)

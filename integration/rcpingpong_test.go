@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"regexp"
@@ -76,50 +75,6 @@ func (r pingpongRun) run(t *testing.T, limit time.Duration) (serverOut, clientOu
 	waitListening(t, srv, port, 30*time.Second)
 	clientOut = runPeer(t, limit, r.client, append(r.args(devs[1], r.clientEvents), "10.99.0.1")...)
 	return srv.wait(t), clientOut
-}
-
-// waitListening waits until a TCP socket listens on port (read from
-// /proc/net/tcp and tcp6, so that no probe connection is made: the server
-// would take it for its client), or fails if the server exits first.
-func waitListening(t *testing.T, srv *peer, port int, limit time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !listening(t, port) {
-		select {
-		case <-srv.done:
-			t.Fatalf("%s exited before listening on %d: %v\n%s", srv.name, port, srv.err, srv.out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s does not listen on port %d after %v:\n%s", srv.name, port, limit, srv.out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func listening(t *testing.T, port int) bool {
-	t.Helper()
-	want := fmt.Sprintf(":%04X", port)
-	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		f, err := os.Open(file)
-		if err != nil {
-			if os.IsNotExist(err) {
-				continue
-			}
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			// sl local_address rem_address st ...; st 0A is LISTEN.
-			fields := strings.Fields(sc.Text())
-			if len(fields) > 3 && strings.HasSuffix(fields[1], want) && fields[3] == "0A" {
-				f.Close()
-				return true
-			}
-		}
-		f.Close()
-	}
-	return false
 }
 
 var pingpongAddr = regexp.MustCompile(`(?m)^  (local|remote) address: +LID 0x([0-9a-f]{4}), QPN 0x([0-9a-f]{6}), PSN 0x([0-9a-f]{6}), GID (\S+)$`)

@@ -524,19 +524,8 @@ func TestUverbsDoorbellMatchesLibrxe(t *testing.T) {
 	args := []string{"-g", "1", "-n", "5", "-p", "18700"}
 	srv := startPeer(t, 60*time.Second, "strace", append([]string{"-f", "-e", "trace=write", "-xx", "-s", "512",
 		"ibv_rc_pingpong", "-d", devs[0]}, args...)...)
-	// The server listens only once strace and it have started, which takes
-	// a while in a loaded VM: the client retries its connection.
-	for attempt := 1; ; attempt++ {
-		time.Sleep(500 * time.Millisecond)
-		cli := startPeer(t, 60*time.Second, "ibv_rc_pingpong", append(append([]string{"-d", devs[1]}, args...), "10.99.0.1")...)
-		<-cli.done
-		if cli.err == nil {
-			break
-		}
-		if attempt == 10 || !strings.Contains(cli.out.String(), "Couldn't connect") {
-			t.Fatalf("client: %v\n%s", cli.err, cli.out.String())
-		}
-	}
+	waitListening(t, srv, 18700, 30*time.Second) // strace starts slowly in the VM
+	runPeer(t, 60*time.Second, "ibv_rc_pingpong", append(append([]string{"-d", devs[1]}, args...), "10.99.0.1")...)
 	out := srv.wait(t)
 
 	doorbells := 0

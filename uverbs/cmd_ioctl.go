@@ -103,6 +103,22 @@ const (
 	ioctlCreateCQ
 )
 
+// tryIoctl sends the ioctl build makes for method m, as libibverbs 44 does,
+// and reports whether that settled the verb (err is then its answer). It
+// returns false when the caller is to send the write() command instead
+// (see ioctlDriver and ioctlFallback).
+func (c *Context) tryIoctl(m ioctlMethod, verb string, build func(driverID uint32) *ioctlBuf) (bool, error) {
+	driverID, ok := c.ioctlDriver(m)
+	if !ok {
+		return false, nil
+	}
+	err := build(driverID).exec(c.fd, verb)
+	if err != nil && c.ioctlFallback(err, m) {
+		return false, nil
+	}
+	return true, err
+}
+
 // ioctlDriver returns the driver id to send m with, or false when the
 // write() command is to be used instead: the kernel refuses a wrong driver
 // id with EINVAL, so without a known one the ioctl is not tried, and a

@@ -51,16 +51,19 @@ func (c *Context) CreateCQ(attr CQAttr, driverOut []byte) (*CQ, error) {
 // only when the kernel lacks the method.
 func (c *Context) createCQ(attr CQAttr, driverOut []byte) (createCQResp, error) {
 	const verb = "create_cq"
-	if driverID, ok := c.ioctlDriver(ioctlCreateCQ); ok {
-		var cqe uint32
-		b, handle := createCQIoctl(driverID, attr, c.asyncFD, &cqe, driverOut)
-		err := b.exec(c.fd, verb)
-		if err == nil {
-			return createCQResp{CQHandle: uint32(handle.Data), CQE: cqe}, nil
-		}
-		if !c.ioctlFallback(err, ioctlCreateCQ) {
+	var (
+		cqe    uint32
+		handle *ioctlAttr
+	)
+	if done, err := c.tryIoctl(ioctlCreateCQ, verb, func(driverID uint32) *ioctlBuf {
+		var b *ioctlBuf
+		b, handle = createCQIoctl(driverID, attr, c.asyncFD, &cqe, driverOut)
+		return b
+	}); done {
+		if err != nil {
 			return createCQResp{}, err
 		}
+		return createCQResp{CQHandle: uint32(handle.Data), CQE: cqe}, nil
 	}
 	var resp respFrame[createCQResp]
 	var f writeFrame[createCQCmd]
@@ -160,12 +163,11 @@ func (cq *CQ) Destroy() (compEvents, asyncEvents uint32, err error) {
 func (cq *CQ) destroy() (destroyCQResp, error) {
 	const verb = "destroy_cq"
 	c := cq.ctx
-	if driverID, ok := c.ioctlDriver(ioctlDestroyCQ); ok {
-		var r destroyCQResp
-		err := destroyCQIoctl(driverID, cq.handle, &r).exec(c.fd, verb)
-		if err == nil || !c.ioctlFallback(err, ioctlDestroyCQ) {
-			return r, err
-		}
+	var r destroyCQResp
+	if done, err := c.tryIoctl(ioctlDestroyCQ, verb, func(driverID uint32) *ioctlBuf {
+		return destroyCQIoctl(driverID, cq.handle, &r)
+	}); done {
+		return r, err
 	}
 	var resp respFrame[destroyCQResp]
 	var f writeFrame[destroyCQCmd]

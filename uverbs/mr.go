@@ -151,11 +151,10 @@ func (mr *MR) Close() error {
 func (mr *MR) dereg() error {
 	const verb = "dereg_mr"
 	c := mr.pd.ctx
-	if driverID, ok := c.ioctlDriver(ioctlDeregMR); ok {
-		err := deregMRIoctl(driverID, mr.handle).exec(c.fd, verb)
-		if err == nil || !c.ioctlFallback(err, ioctlDeregMR) {
-			return err
-		}
+	if done, err := c.tryIoctl(ioctlDeregMR, verb, func(driverID uint32) *ioctlBuf {
+		return deregMRIoctl(driverID, mr.handle)
+	}); done {
+		return err
 	}
 	var f writeFrame[deregMRCmd]
 	f.req = deregMRCmd{MRHandle: mr.handle}

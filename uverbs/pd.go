@@ -42,11 +42,10 @@ func (pd *PD) Close() error {
 func (pd *PD) dealloc() error {
 	const verb = "dealloc_pd"
 	c := pd.ctx
-	if driverID, ok := c.ioctlDriver(ioctlDeallocPD); ok {
-		err := deallocPDIoctl(driverID, pd.handle).exec(c.fd, verb)
-		if err == nil || !c.ioctlFallback(err, ioctlDeallocPD) {
-			return err
-		}
+	if done, err := c.tryIoctl(ioctlDeallocPD, verb, func(driverID uint32) *ioctlBuf {
+		return deallocPDIoctl(driverID, pd.handle)
+	}); done {
+		return err
 	}
 	var f writeFrame[deallocPDCmd]
 	f.req = deallocPDCmd{PDHandle: pd.handle}

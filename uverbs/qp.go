@@ -136,12 +136,11 @@ func (qp *QP) Destroy() (events uint32, err error) {
 func (qp *QP) destroy() (destroyQPResp, error) {
 	const verb = "destroy_qp"
 	c := qp.pd.ctx
-	if driverID, ok := c.ioctlDriver(ioctlDestroyQP); ok {
-		var r destroyQPResp
-		err := destroyQPIoctl(driverID, qp.handle, &r).exec(c.fd, verb)
-		if err == nil || !c.ioctlFallback(err, ioctlDestroyQP) {
-			return r, err
-		}
+	var r destroyQPResp
+	if done, err := c.tryIoctl(ioctlDestroyQP, verb, func(driverID uint32) *ioctlBuf {
+		return destroyQPIoctl(driverID, qp.handle, &r)
+	}); done {
+		return r, err
 	}
 	var resp respFrame[destroyQPResp]
 	var f writeFrame[destroyQPCmd]

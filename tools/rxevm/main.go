@@ -278,19 +278,16 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// waitListening waits until a TCP socket listens on 127.0.0.1:port, reading
-// /proc/net/tcp rather than connecting (QEMU's socket netdev takes the first
-// connection as its peer).
+// waitListening waits until VM A's QEMU listens on port (see vm.Listening).
 func waitListening(port int, limit time.Duration) error {
-	want := fmt.Sprintf("0100007F:%04X", port)
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		b, _ := os.ReadFile("/proc/net/tcp")
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Fields(line)
-			if len(f) > 3 && f[1] == want && f[3] == "0A" {
-				return nil
-			}
+		ok, err := vm.Listening(port)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
