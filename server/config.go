@@ -1,0 +1,146 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// Defaults rogue's rocev2 Server uses, and this package's own.
+const (
+	DefaultPort        = 1
+	DefaultGIDIndex    = 1 // the IPv4-mapped RoCE v2 GID on rxe over IPv4
+	DefaultMaxPayload  = 9000
+	DefaultDepth       = 256
+	DefaultMinRNRTimer = 12 // 0.64 ms: 1 causes RNR-NAK storms on rxe, 0 means 655 ms
+	DefaultSpinBudget  = 200 * time.Microsecond
+	DefaultPollBatch   = 16
+	DefaultTCPPort     = 18515 // rdma-core's pingpong examples
+)
+
+// maxSlab is the largest slab the server allocates, as rogue: 4 GiB.
+const maxSlab = 1 << 32
+
+// Config describes a server. Start from DefaultConfig: the zero value of
+// Depth, MaxPayload and MinRNRTimer is refused rather than guessed.
+type Config struct {
+	Device   string // rdma device, e.g. "rxe0"
+	Port     uint8  // 1-based port; 0 means 1
+	GIDIndex int    // the local GID; it must be a populated RoCE v2 entry
+
+	// MaxPayload is the size of one receive slot: a SEND longer than this
+	// fails with LOC_LEN_ERR (and breaks the connection, as RC does).
+	MaxPayload int
+	// Depth is the number of receive slots, posted and held together.
+	Depth int
+
+	// PathMTU for side-channel connections; 0 means the port's active MTU.
+	PathMTU uverbs.MTU
+	// MinRNRTimer is the RNR NAK delay code for side-channel connections
+	// (1..31; 12 = 0.64 ms).
+	MinRNRTimer uint8
+
+	// SpinBudget is how long the loop keeps polling an empty CQ before it
+	// arms the CQ and parks; 0 means DefaultSpinBudget. A negative value
+	// parks at once.
+	SpinBudget time.Duration
+	// PollBatch is how many completions one poll takes; 0 means 16.
+	PollBatch int
+
+	// Handler, when set, is called on the receive thread with every frame;
+	// it must Release the frame, now or later from any goroutine. Without a
+	// Handler frames go to the Frames channel.
+	Handler func(*Frame)
+}
+
+// DefaultConfig returns rogue's parameters (port 1, 9000-byte slots, depth
+// 256, min RNR timer 12) for device and GID index 1.
+func DefaultConfig(device string) Config {
+	return Config{
+		Device:      device,
+		Port:        DefaultPort,
+		GIDIndex:    DefaultGIDIndex,
+		MaxPayload:  DefaultMaxPayload,
+		Depth:       DefaultDepth,
+		MinRNRTimer: DefaultMinRNRTimer,
+	}
+}
+
+// ErrConfig is wrapped by every error New returns for an invalid Config
+// or a GID/port that does not fit it.
+var ErrConfig = errors.New("server: invalid configuration")
+
+func configError(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
+}
+
+// normalize fills the defaults of zero fields that have one and checks
+// everything that needs no device.
+func (c Config) normalize() (Config, error) {
+	if c.Device == "" {
+		return c, configError("no device")
+	}
+	if c.Port == 0 {
+		c.Port = DefaultPort
+	}
+	if c.GIDIndex < 0 {
+		return c, configError("GID index %d is negative", c.GIDIndex)
+	}
+	if c.Depth <= 0 {
+		return c, configError("receive depth %d: need at least one slot", c.Depth)
+	}
+	if c.Depth > 1<<24 {
+		// wr_id carries the slot and the ring position field has 24 bits.
+		return c, configError("receive depth %d is above 2^24", c.Depth)
+	}
+	if c.MaxPayload <= 0 {
+		return c, configError("max payload %d: need at least one byte", c.MaxPayload)
+	}
+	if slab := uint64(c.Depth) * uint64(c.MaxPayload); slab > maxSlab {
+		return c, configError("slab of %d × %d bytes = %d exceeds 4 GiB", c.Depth, c.MaxPayload, slab)
+	}
+	if err := checkMinRNRTimer(c.MinRNRTimer); err != nil {
+		return c, err
+	}
+	if c.PathMTU != 0 {
+		if err := checkPathMTU(c.PathMTU, 0); err != nil {
+			return c, err
+		}
+	}
+	if c.SpinBudget == 0 {
+		c.SpinBudget = DefaultSpinBudget
+	}
+	if c.PollBatch == 0 {
+		c.PollBatch = DefaultPollBatch
+	}
+	if c.PollBatch < 0 {
+		return c, configError("poll batch %d is negative", c.PollBatch)
+	}
+	return c, nil
+}
+
+// checkMinRNRTimer refuses 0, which the IB spec reads as 655 ms and which
+// collapses throughput, and codes above 31.
+func checkMinRNRTimer(t uint8) error {
+	switch {
+	case t == 0:
+		return configError("min RNR timer 0 means 655.36 ms and stalls the sender; use 1..31 (12 = 0.64 ms)")
+	case t > 31:
+		return configError("min RNR timer %d out of range 1..31", t)
+	}
+	return nil
+}
+
+// checkPathMTU checks a path MTU code (1=256 .. 5=4096) and, when active
+// is non-zero, that it does not exceed the port's active MTU.
+func checkPathMTU(m, active uverbs.MTU) error {
+	if m < uverbs.MTU256 || m > uverbs.MTU4096 {
+		return configError("path MTU %d out of range 1..5 (1=256 2=512 3=1024 4=2048 5=4096)", uint32(m))
+	}
+	if active != 0 && m > active {
+		return configError("path MTU %d (%d bytes) is above the port's active MTU %d (%d bytes)", uint32(m), m.Bytes(), uint32(active), active.Bytes())
+	}
+	return nil
+}

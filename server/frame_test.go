@@ -1,0 +1,136 @@
+package server
+
+import (
+	"bytes"
+	"sync"
+	"testing"
+
+	"github.com/pureverbs/pureverbs/qp"
+)
+
+// TestHoldAcrossClose is rogue's teardown regression (#1276) on the pool:
+// a frame held across Close keeps its bytes, its Release after Close
+// re-posts nothing, and the slab is freed by the last Release, not before.
+func TestHoldAcrossClose(t *testing.T) {
+	held := make(chan *Frame, 4)
+	r := newSimRig(t, 4, 64, func(f *Frame) { held <- f })
+	copy(r.src, "first")
+	copy(r.src[64:], "second")
+	r.send(qp.SendWithImm, 0, 5, 0)
+	r.send(qp.SendWithImm, 64, 6, 1<<8)
+	if _, err := r.l.step(); err != nil {
+		t.Fatal(err)
+	}
+	a, b := <-held, <-held
+	r.p.close()
+	if n := r.unmaps.Load(); n != 0 {
+		t.Fatalf("slab freed by Close with 2 frames held")
+	}
+	if s, h := r.p.postedHeld(); s != 0 || h != 2 {
+		t.Fatalf("after close: posted %d held %d, want 0 and 2", s, h)
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if !bytes.Equal(a.Data(), []byte("first")) {
+			t.Errorf("held frame changed: %q", a.Data())
+		}
+		a.Release()
+		a.Release() // idempotent
+	}()
+	go func() {
+		defer wg.Done()
+		if !bytes.Equal(b.Data(), []byte("second")) {
+			t.Errorf("held frame changed: %q", b.Data())
+		}
+		b.Release()
+	}()
+	wg.Wait()
+	if n := r.unmaps.Load(); n != 1 {
+		t.Fatalf("slab freed %d times after the last Release, want 1", n)
+	}
+	if len(r.p.returned) != 0 {
+		t.Fatalf("a Release after Close queued a re-post")
+	}
+}
+
+// TestCloseFreesIdleSlab: with nothing held, Close frees the slab at once.
+func TestCloseFreesIdleSlab(t *testing.T) {
+	r := newSimRig(t, 4, 64, func(f *Frame) { f.Release() })
+	r.p.close()
+	r.p.close()
+	if n := r.unmaps.Load(); n != 1 {
+		t.Fatalf("slab freed %d times, want 1", n)
+	}
+}
+
+// TestUseAfterRelease: Data on a released frame panics, a second Release
+// does nothing, and the stale pointer stays released while its slot's next
+// message is held (each slot alternates between two Frames).
+func TestUseAfterRelease(t *testing.T) {
+	held := make(chan *Frame, 4)
+	r := newSimRig(t, 1, 64, func(f *Frame) { held <- f })
+	r.send(qp.SendWithImm, 0, 3, 0)
+	r.l.step()
+	f := <-held
+	f.Release()
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Data after Release did not panic")
+			}
+		}()
+		f.Data()
+	}()
+	r.send(qp.SendWithImm, 0, 3, 1<<8)
+	r.l.step() // re-posts the slot, and the message lands in it
+	r.l.step()
+	g := <-held
+	if g == f {
+		t.Fatal("the slot's next message reuses the released Frame at once")
+	}
+	f.Release() // stale: must not release g
+	if !g.held.Load() {
+		t.Fatal("a stale Release released the slot's next frame")
+	}
+	if _, h := r.p.postedHeld(); h != 1 {
+		t.Fatalf("held %d, want 1", h)
+	}
+	g.Release()
+}
+
+// TestFrameAllocs: a message through the loop (poll, deliver, handler,
+// Release, re-post) allocates nothing.
+func TestFrameAllocs(t *testing.T) {
+	r := newSimRig(t, 16, 256, func(f *Frame) { f.Release() })
+	i := uint32(0)
+	allocs := testing.AllocsPerRun(2000, func() {
+		r.send(qp.SendWithImm, 0, 100, i<<8|uint32(i&3))
+		if n, err := r.l.step(); err != nil || n == 0 {
+			t.Fatalf("step: %d, %v", n, err)
+		}
+		i++
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per frame, want 0", allocs)
+	}
+	if r.c.frames.Load() < 2000 {
+		t.Fatalf("%d frames", r.c.frames.Load())
+	}
+}
+
+// TestFrameAllocsChannel: the same through the Frames channel.
+func TestFrameAllocsChannel(t *testing.T) {
+	r := newSimRig(t, 16, 256, nil)
+	i := uint32(0)
+	allocs := testing.AllocsPerRun(2000, func() {
+		r.send(qp.SendWithImm, 0, 100, i<<8)
+		r.l.step()
+		(<-r.frames).Release()
+		i++
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per frame, want 0", allocs)
+	}
+}

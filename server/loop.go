@@ -1,0 +1,275 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/pureverbs/pureverbs/cq"
+	"github.com/pureverbs/pureverbs/qp"
+	"golang.org/x/sys/unix"
+)
+
+// queue is what the receive loop needs from one connection's CQ and QP;
+// verbs.go implements it on rdma_rxe, the tests on rxesim.
+type queue interface {
+	Poll(wc []cq.WC) (int, error)
+	PostRecv(wrs []qp.RecvWR) error
+	// Arm requests an event for the next completion.
+	Arm() error
+	// EventFD is readable when an armed CQ got a completion.
+	EventFD() int
+	// DrainEvents reads and acknowledges every queued event.
+	DrainEvents() error
+}
+
+// ErrFlushed ends a loop whose QP went to the error state: its receives
+// complete with WR_FLUSH_ERR. The sender broke the connection (a SEND
+// longer than a slot, a protocol error) or the connection was torn down.
+var ErrFlushed = errors.New("server: receive queue flushed (WR_FLUSH_ERR): the QP is in the error state")
+
+// errStopped ends a loop that was told to stop.
+var errStopped = errors.New("server: stopped")
+
+// timeCheckEvery is how many empty polls pass between clock reads while
+// spinning: a clock read costs more than a poll of an empty ring.
+const timeCheckEvery = 32
+
+// loop is one connection's receive loop.
+type loop struct {
+	p       *pool
+	q       queue
+	c       *counters
+	handler func(*Frame)
+	frames  chan<- *Frame
+	spin    time.Duration
+	stop    *atomic.Bool // return at once
+	drain   *atomic.Bool // the QP is going to ERROR: return once nothing is posted
+
+	wc      []cq.WC
+	batch   []qp.RecvWR // receives to post, one per slot at most
+	slots   []uint32    // their slots, same order
+	scratch []uint32
+}
+
+func newLoop(p *pool, q queue, c *counters, cfg *Config, frames chan<- *Frame, stop, drain *atomic.Bool) *loop {
+	return &loop{
+		p: p, q: q, c: c, handler: cfg.Handler, frames: frames, spin: cfg.SpinBudget, stop: stop, drain: drain,
+		wc:      make([]cq.WC, cfg.PollBatch),
+		batch:   make([]qp.RecvWR, 0, p.depth),
+		slots:   make([]uint32, 0, p.depth),
+		scratch: make([]uint32, 0, p.depth),
+	}
+}
+
+// postIdle posts every slot nobody holds, and the released ones: the
+// connection's first receives, before RTR.
+func (l *loop) postIdle() error {
+	l.scratch = l.p.takeReturned(l.scratch[:0])
+	for _, s := range l.scratch {
+		l.queueSlot(s)
+	}
+	for i := range l.p.state {
+		if l.p.state[i].Load() == slotIdle {
+			l.queueSlot(uint32(i))
+		}
+	}
+	return l.flush()
+}
+
+// queueSlot adds slot to the next re-post.
+func (l *loop) queueSlot(slot uint32) {
+	l.batch = append(l.batch, l.p.wrs[slot])
+	l.slots = append(l.slots, slot)
+}
+
+// flush posts the queued receives in one call.
+func (l *loop) flush() error {
+	if len(l.batch) == 0 {
+		return nil
+	}
+	if err := l.q.PostRecv(l.batch); err != nil {
+		return fmt.Errorf("server: post %d receives: %w", len(l.batch), err)
+	}
+	for _, s := range l.slots {
+		l.p.state[s].Store(slotPosted)
+	}
+	l.p.counts.Add(toPosted * uint64(len(l.slots)))
+	l.batch, l.slots = l.batch[:0], l.slots[:0]
+	return nil
+}
+
+// run polls until stopped or the queue fails, on a locked OS thread. It
+// returns errStopped, ErrFlushed or the error that broke it.
+func (l *loop) run() error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ep, err := newParker(l.q.EventFD(), l.p.wakeFD)
+	if err != nil {
+		return err
+	}
+	defer ep.close()
+	var idleSince time.Time
+	empty := 0
+	for {
+		if l.stop.Load() {
+			return errStopped
+		}
+		n, err := l.step()
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			empty = 0
+			idleSince = time.Time{}
+			continue
+		}
+		if l.drain.Load() {
+			// Completions still to come are flushes of posted slots; with
+			// none posted, everything that arrived has been handled.
+			if posted, _ := l.p.postedHeld(); posted == 0 {
+				return errStopped
+			}
+		}
+		if l.spin > 0 {
+			if empty++; empty%timeCheckEvery != 1 {
+				continue
+			}
+			now := time.Now()
+			if idleSince.IsZero() {
+				idleSince = now
+			}
+			if now.Sub(idleSince) < l.spin {
+				continue
+			}
+		}
+		// Idle for the whole budget: arm, then poll once more, since a
+		// completion that arrived before the arm raises no event.
+		if err := l.q.Arm(); err != nil {
+			return err
+		}
+		if n, err := l.step(); err != nil || n > 0 {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if !l.p.park(l.stop) {
+			continue
+		}
+		err = ep.wait()
+		l.p.unpark()
+		if err != nil {
+			return err
+		}
+		if err := l.q.DrainEvents(); err != nil {
+			return err
+		}
+		empty, idleSince = 0, time.Time{}
+	}
+}
+
+// step re-posts the released slots, polls one batch, handles it and
+// re-posts what it does not deliver. It returns the number of completions
+// (or of released slots, so that a release counts as activity).
+func (l *loop) step() (int, error) {
+	l.scratch = l.p.takeReturned(l.scratch[:0])
+	for _, s := range l.scratch {
+		l.queueSlot(s)
+	}
+	released := len(l.scratch)
+	n, err := l.q.Poll(l.wc)
+	if err != nil {
+		return 0, fmt.Errorf("server: poll CQ: %w", err)
+	}
+	flushed := false
+	for i := range l.wc[:n] {
+		if l.complete(&l.wc[i]) {
+			flushed = true
+		}
+	}
+	if n > 0 {
+		posted, _ := l.p.postedHeld()
+		l.c.lowWater(posted)
+	}
+	if err := l.flush(); err != nil {
+		return 0, err
+	}
+	if flushed {
+		return 0, ErrFlushed
+	}
+	return n + released, nil
+}
+
+// complete handles one completion and reports a flush.
+func (l *loop) complete(wc *cq.WC) (flushed bool) {
+	if wcID(wc) >= uint64(l.p.depth) || !l.p.state[wcID(wc)].CompareAndSwap(slotPosted, slotIdle) {
+		bump(&l.c.badWRID, 1)
+		return false
+	}
+	slot := uint32(wcID(wc))
+	l.p.counts.Add(toHeld)
+	switch {
+	case wc.Status != cq.Success:
+		l.c.status(wc.Status)
+		if wc.Status == cq.WRFlushErr {
+			return true // stays idle: the next connection posts it
+		}
+		l.queueSlot(slot)
+	case wc.Opcode != cq.OpRecv || wc.Flags&cq.WithImm == 0:
+		bump(&l.c.badOpcode, 1)
+		l.queueSlot(slot)
+	case wc.ByteLen == 0 || int64(wc.ByteLen) > int64(l.p.size):
+		bump(&l.c.badLength, 1)
+		l.queueSlot(slot)
+	default:
+		f := l.p.deliver(slot, int(wc.ByteLen), wc.Imm)
+		l.c.frame(f.channel, f.position, int(wc.ByteLen))
+		if l.handler != nil {
+			l.handler(f)
+		} else {
+			l.frames <- f // never blocks: the channel holds depth frames
+		}
+	}
+	return false
+}
+
+// parker is the epoll set the loop sleeps on: the CQ's channel and the
+// wake eventfd.
+type parker struct {
+	fd     int
+	events [2]unix.EpollEvent
+}
+
+func newParker(fds ...int) (*parker, error) {
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("server: epoll_create1: %w", err)
+	}
+	for _, fd := range fds {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+		if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			unix.Close(ep)
+			return nil, fmt.Errorf("server: epoll_ctl add fd %d: %w", fd, err)
+		}
+	}
+	return &parker{fd: ep}, nil
+}
+
+// wait blocks until one of the fds is readable; there is no timeout.
+func (e *parker) wait() error {
+	for {
+		_, err := unix.EpollWait(e.fd, e.events[:], -1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("server: epoll_wait: %w", err)
+		}
+		return nil
+	}
+}
+
+func (e *parker) close() { unix.Close(e.fd) }

@@ -1,0 +1,320 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// Errors of the connection calls.
+var (
+	// ErrConnected: CompleteConnection was already called, or the side
+	// channel owns the connection.
+	ErrConnected = errors.New("server: already connected; a Server completes one connection (the side channel replaces its own)")
+	// ErrClosed: the server was closed.
+	ErrClosed = errors.New("server: closed")
+	// ErrReceiveOnly: the server does not send.
+	ErrReceiveOnly = errors.New("server: sending is not supported: the server only receives")
+)
+
+// Server receives RDMA SEND_WITH_IMM messages on one RC queue pair into a
+// slab of fixed slots and hands them downstream as Frames, without a copy.
+type Server struct {
+	cfg    Config
+	dev    *device
+	pool   *pool
+	c      counters
+	frames chan *Frame
+
+	mu        sync.Mutex
+	fresh     *rcQueue // the QP New made, in INIT, for the first connection
+	sess      *session // the running connection, nil before the first
+	completed bool     // CompleteConnection was called
+	serving   bool     // the side channel owns connections
+	peerGID   uverbs.GID
+	recvPSN   uint32 // proposed first PSN of the peer's sends
+	sendPSN   uint32 // first PSN of the next connection's sends
+	closed    bool
+
+	done    chan struct{}
+	errOnce sync.Once
+	err     error
+}
+
+// session is one connection: its queue and loop.
+type session struct {
+	q     *rcQueue
+	stop  atomic.Bool
+	drain atomic.Bool
+	done  chan struct{}
+	err   error // why the loop ended, after done
+}
+
+// New validates cfg, opens the device, checks the port and GID, and makes
+// the slab, its MR (local write only), a completion channel, a wake fd, a
+// CQ and an RC QP in INIT with fresh random PSNs. Nothing is received until
+// CompleteConnection or Serve. On failure everything made is released.
+func New(cfg Config) (*Server, error) {
+	cfg, err := cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	dev, err := openDevice(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, dev: dev, done: make(chan struct{})}
+	if cfg.Handler == nil {
+		s.frames = make(chan *Frame, cfg.Depth)
+	}
+	mem, addr, lkey := dev.slab()
+	if s.pool, err = newPool(mem, addr, lkey, cfg.MaxPayload, cfg.Depth, dev.freeSlab); err != nil {
+		dev.freeSlab()
+		return nil, errors.Join(err, dev.close())
+	}
+	if s.fresh, err = dev.newRCQueue(); err != nil {
+		s.pool.close() // frees the slab: nothing is held
+		return nil, errors.Join(err, dev.close())
+	}
+	s.c.postedLow.Store(int64(cfg.Depth))
+	s.newPSNs()
+	return s, nil
+}
+
+// newPSNs draws the random 24-bit PSNs of the next connection.
+func (s *Server) newPSNs() {
+	s.recvPSN = rand.Uint32() & 0xffffff
+	s.sendPSN = rand.Uint32() & 0xffffff
+}
+
+// QPN is the number of the QP the next (or current) connection uses. The
+// side channel replaces the QP for every sender.
+func (s *Server) QPN() uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess != nil {
+		return s.sess.q.num()
+	}
+	if s.fresh != nil {
+		return s.fresh.num()
+	}
+	return 0
+}
+
+// GID is the local GID (16 bytes, network order).
+func (s *Server) GID() uverbs.GID { return s.dev.gid }
+
+// GIDString formats the GID as rogue does: eight groups of four hex digits
+// joined by colons, no compression.
+func (s *Server) GIDString() string { return rogueGID(s.dev.gid) }
+
+func rogueGID(g uverbs.GID) string {
+	b := make([]byte, 0, 39)
+	for i := 0; i < 16; i += 2 {
+		if i > 0 {
+			b = append(b, ':')
+		}
+		b = fmt.Appendf(b, "%02x%02x", g[i], g[i+1])
+	}
+	return string(b)
+}
+
+// SendPSN is the first PSN the server's QP sends with (the receive PSN a
+// peer programs, were the server to send).
+func (s *Server) SendPSN() uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sendPSN
+}
+
+// RecvPSN is a random first PSN the server proposes for the peer's sends,
+// for a sender whose PSN the host chooses; CompleteConnection takes the
+// PSN the peer actually starts from.
+func (s *Server) RecvPSN() uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.recvPSN
+}
+
+// MRAddr is the slab's address in the memory region.
+func (s *Server) MRAddr() uint64 { return s.pool.base }
+
+// RKey is the memory region's remote key. The MR grants no remote access:
+// an RDMA WRITE or READ with it fails with a remote access error.
+func (s *Server) RKey() uint32 { return s.dev.mr.RKey() }
+
+// Depth is the number of receive slots.
+func (s *Server) Depth() int { return s.cfg.Depth }
+
+// MaxPayload is the size of one slot.
+func (s *Server) MaxPayload() int { return s.cfg.MaxPayload }
+
+// ActiveMTU is the port's active MTU.
+func (s *Server) ActiveMTU() uverbs.MTU { return s.dev.port.ActiveMTU }
+
+// SetPeerGID sets the GID of the sender CompleteConnection connects to; it
+// must be exactly 16 bytes.
+func (s *Server) SetPeerGID(gid []byte) error {
+	if len(gid) != 16 {
+		return fmt.Errorf("server: peer GID must be 16 bytes, got %d", len(gid))
+	}
+	s.mu.Lock()
+	copy(s.peerGID[:], gid)
+	s.mu.Unlock()
+	return nil
+}
+
+// CompleteConnection connects the QP to the sender (QP number peerQPN,
+// first PSN peerPSN, GID from SetPeerGID) and starts receiving: it checks
+// the arguments, posts every slot, moves the QP INIT→RTR→RTS and starts
+// the receive loop. It may be called once; after the loop ends (the QP
+// went to ERROR) Done is closed and Err says why.
+func (s *Server) CompleteConnection(peerQPN, peerPSN uint32, pmtu uverbs.MTU, minRNRTimer uint8) error {
+	if peerQPN > 0xffffff || peerPSN > 0xffffff {
+		return fmt.Errorf("server: complete connection: QPN %#x / PSN %#x exceed 24 bits", peerQPN, peerPSN)
+	}
+	if err := checkPathMTU(pmtu, s.dev.port.ActiveMTU); err != nil {
+		return err
+	}
+	if err := checkMinRNRTimer(minRNRTimer); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		return ErrClosed
+	case s.completed || s.serving:
+		return ErrConnected
+	case s.peerGID == uverbs.GID{}:
+		return errors.New("server: complete connection: no peer GID (call SetPeerGID)")
+	}
+	s.completed = true
+	return s.connectLocked(Peer{QPN: peerQPN, PSN: peerPSN, GID: s.peerGID}, pmtu, minRNRTimer, true)
+}
+
+// connectLocked runs one connection: the fresh QP (or a new one), every
+// free slot posted before RTR, then RTR, RTS and the loop. With terminal
+// set, the loop's end ends the server. s.mu is held.
+func (s *Server) connectLocked(p Peer, pmtu uverbs.MTU, minRNR uint8, terminal bool) error {
+	q := s.fresh
+	s.fresh = nil
+	if q == nil {
+		var err error
+		if q, err = s.dev.newRCQueue(); err != nil {
+			return err
+		}
+	}
+	ss := &session{q: q, done: make(chan struct{})}
+	l := newLoop(s.pool, q, &s.c, &s.cfg, s.frames, &ss.stop, &ss.drain)
+	err := l.postIdle()
+	if err == nil {
+		err = q.connect(p, pmtu, minRNR, s.sendPSN)
+	}
+	if err != nil {
+		err = errors.Join(err, q.close())
+		s.pool.unpostAll()
+		return err
+	}
+	s.sess = ss
+	s.c.sessions.Add(1)
+	go func() {
+		ss.err = l.run()
+		close(ss.done)
+		if terminal && ss.err != errStopped {
+			s.fail(ss.err)
+		}
+	}()
+	return nil
+}
+
+// endSessionLocked ends the running connection, if any. With drain, the QP
+// goes to ERROR first and the loop handles every completion that arrived
+// before it; otherwise the loop stops at once. Then the QP and CQ are
+// destroyed and the slots they held become free. s.mu is held.
+func (s *Server) endSessionLocked(drain bool) error {
+	ss := s.sess
+	if ss == nil {
+		return nil
+	}
+	s.sess = nil
+	var errs []error
+	if drain {
+		errs = append(errs, ss.q.toError())
+		ss.drain.Store(true)
+	} else {
+		ss.stop.Store(true)
+	}
+	s.pool.wake()
+	<-ss.done
+	if !drain {
+		errs = append(errs, ss.q.toError())
+	}
+	errs = append(errs, ss.q.close())
+	s.pool.unpostAll()
+	s.c.sessionEnd.Add(1)
+	s.newPSNs()
+	return errors.Join(errs...)
+}
+
+// fail ends the server with err (the first one wins).
+func (s *Server) fail(err error) {
+	s.errOnce.Do(func() {
+		s.err = err
+		close(s.done)
+	})
+}
+
+// Done is closed when the server stops: Close, or the end of the loop
+// CompleteConnection started.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err is why the server stopped: nil after a plain Close, ErrFlushed when
+// the QP went to ERROR, or the error that broke the loop.
+func (s *Server) Err() error {
+	select {
+	case <-s.done:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+// Frames is the channel frames arrive on when Config.Handler is nil (nil
+// otherwise). It is closed by Close; frames still in it must be released.
+func (s *Server) Frames() <-chan *Frame { return s.frames }
+
+// Stats returns a snapshot of the counters.
+func (s *Server) Stats() Stats { return s.c.snapshot(s.pool) }
+
+// Send refuses: the server only receives.
+func (s *Server) Send([]byte) error { return ErrReceiveOnly }
+
+// Close stops the loop (waking it at once if it is parked), moves the QP
+// to ERROR and releases every verbs object. Frames still held stay valid
+// until released; the last Release unmaps the slab. Idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	errs := []error{s.endSessionLocked(false)}
+	if s.fresh != nil {
+		errs = append(errs, s.fresh.close())
+		s.fresh = nil
+	}
+	s.mu.Unlock()
+	errs = append(errs, s.dev.close())
+	s.pool.close()
+	if s.frames != nil {
+		close(s.frames)
+	}
+	s.fail(nil)
+	return errors.Join(errs...)
+}

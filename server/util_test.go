@@ -1,0 +1,5 @@
+package server
+
+import "sync/atomic"
+
+type atomicBool struct{ b atomic.Bool }
