@@ -25,9 +25,9 @@ rxevm: $(RXEVM)
 setup: $(RXEVM)
 	$(RXEVM) setup
 
-## demo: boot the VM, make rxe links on a veth pair, list devices, ports and GIDs with pureverbs
+## demo: boot the VM, stream frames from rocev2-send on rxe1 to rocev2-server on rxe0 over the veth pair, print the rate and "0 lost, 0 corrupt"
 demo: setup
-	$(RXEVM) run -- /usr/local/bin/rxe-info
+	$(RXEVM) run -timeout 5m -- /usr/local/bin/rocev2-demo
 
 ## test: static checks, host unit tests (race detector), then the VM integration tests
 test: check unit itest itest-twovm itest-selfcheck

@@ -1,0 +1,297 @@
+// Command rocev2-server receives RoCEv2 frames with the server package: it
+// listens on the side channel for senders (rocev2-send, or any program
+// that speaks rdma-core's pingpong exchange) and counts, checks and
+// optionally stores what arrives.
+//
+//	rocev2-server [-d rxe0] [-g 1] [-p 18515] [-s 9000] [-r 256] [-n FRAMES] [-o FILE] [--hold D] [--once]
+//
+// On a terminal it shows a live progress line; at the end it prints a
+// summary with frames, bytes, per-channel counts and ring-position gaps,
+// and "N lost, M corrupt" from the payloads' sequence numbers and
+// checksums (rocev2-send's format).
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/pureverbs/pureverbs/cq"
+	"github.com/pureverbs/pureverbs/internal/framecheck"
+	"github.com/pureverbs/pureverbs/server"
+	"github.com/pureverbs/pureverbs/uverbs"
+	"golang.org/x/sys/unix"
+)
+
+type options struct {
+	cfg     server.Config
+	tcpPort int
+	frames  uint64
+	out     string
+	hold    time.Duration
+	check   bool
+	once    bool
+	watch   bool
+	quiet   bool
+	limit   time.Duration
+}
+
+func parseOptions(args []string) (*options, error) {
+	fs := flag.NewFlagSet("rocev2-server", flag.ContinueOnError)
+	o := &options{cfg: server.DefaultConfig("")}
+	var port, mtu, rnr uint
+	fs.StringVar(&o.cfg.Device, "d", "rxe0", "RDMA device")
+	fs.IntVar(&o.cfg.GIDIndex, "g", server.DefaultGIDIndex, "local GID index (a RoCE v2 GID)")
+	fs.UintVar(&port, "i", server.DefaultPort, "device port")
+	fs.IntVar(&o.tcpPort, "p", server.DefaultTCPPort, "side-channel TCP port")
+	fs.IntVar(&o.cfg.MaxPayload, "s", server.DefaultMaxPayload, "max payload: the size of one receive slot")
+	fs.IntVar(&o.cfg.Depth, "r", server.DefaultDepth, "receive depth: the number of slots")
+	fs.UintVar(&mtu, "m", 0, "path MTU code 1..5 (0: the port's active MTU)")
+	fs.UintVar(&rnr, "rnr", server.DefaultMinRNRTimer, "min RNR timer code 1..31")
+	fs.DurationVar(&o.cfg.SpinBudget, "spin", server.DefaultSpinBudget, "poll an idle CQ this long before parking")
+	fs.Uint64Var(&o.frames, "n", 0, "exit after this many frames (0: run until interrupted)")
+	fs.StringVar(&o.out, "o", "", "append every frame's payload to this file, in arrival order")
+	fs.DurationVar(&o.hold, "hold", 0, "keep each frame this long before releasing it (a slow consumer)")
+	fs.BoolVar(&o.check, "check", true, "check rocev2-send's sequence numbers and checksums")
+	fs.BoolVar(&o.once, "once", false, "exit when the first sender's connection ends")
+	fs.BoolVar(&o.watch, "watch", true, "end a sender's connection when it closes the TCP connection")
+	fs.BoolVar(&o.quiet, "q", false, "no progress line")
+	fs.DurationVar(&o.limit, "timeout", 0, "give up after this long (exit status 1)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() != 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if port > 255 || mtu > 255 || rnr > 255 {
+		return nil, errors.New("-i, -m and -rnr take small numbers")
+	}
+	o.cfg.Port, o.cfg.PathMTU, o.cfg.MinRNRTimer = uint8(port), uverbs.MTU(mtu), uint8(rnr)
+	return o, nil
+}
+
+func main() {
+	o, err := parseOptions(os.Args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "rocev2-server:", err)
+		os.Exit(2)
+	}
+	ok, err := run(o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rocev2-server:", err)
+		os.Exit(1)
+	}
+	if !ok {
+		os.Exit(1)
+	}
+}
+
+// receiver is the frame handler: it runs on the server's receive thread.
+type receiver struct {
+	o       *options
+	out     *bufio.Writer
+	check   framecheck.Checker
+	n       atomic.Uint64
+	first   atomic.Int64 // unix ns of the first frame
+	last    atomic.Int64
+	enough  chan struct{}
+	once    sync.Once
+	holding chan heldFrame
+}
+
+type heldFrame struct {
+	f  *server.Frame
+	at time.Time
+}
+
+func (r *receiver) handle(f *server.Frame) {
+	now := time.Now().UnixNano()
+	if r.first.Load() == 0 {
+		r.first.Store(now)
+	}
+	r.last.Store(now)
+	if r.out != nil {
+		r.out.Write(f.Data())
+	}
+	if r.o.check {
+		r.check.Check(f.Data())
+	}
+	if n := r.n.Add(1); r.o.frames != 0 && n >= r.o.frames {
+		r.once.Do(func() { close(r.enough) })
+	}
+	if r.holding != nil {
+		r.holding <- heldFrame{f, time.Now().Add(r.o.hold)}
+		return
+	}
+	f.Release()
+}
+
+// release lets held frames go after their time, in order.
+func (r *receiver) release() {
+	for h := range r.holding {
+		time.Sleep(time.Until(h.at))
+		h.f.Release()
+	}
+}
+
+func run(o *options) (bool, error) {
+	r := &receiver{o: o, enough: make(chan struct{})}
+	if o.out != "" {
+		f, err := os.OpenFile(o.out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return false, err
+		}
+		defer f.Close()
+		r.out = bufio.NewWriterSize(f, 1<<20)
+		defer r.out.Flush()
+	}
+	var releaser sync.WaitGroup
+	if o.hold > 0 {
+		r.holding = make(chan heldFrame, o.cfg.Depth)
+		releaser.Add(1)
+		go func() { defer releaser.Done(); r.release() }()
+	}
+	o.cfg.Handler = r.handle
+	srv, err := server.New(o.cfg)
+	if err != nil {
+		return false, err
+	}
+	ln, err := net.Listen("tcp", ":"+strconv.Itoa(o.tcpPort))
+	if err != nil {
+		srv.Close()
+		return false, err
+	}
+	fmt.Printf("rocev2-server: %s port %d GID %v (index %d), %d slots of %d bytes, listening on :%d\n",
+		o.cfg.Device, o.cfg.Port, srv.GID(), o.cfg.GIDIndex, srv.Depth(), srv.MaxPayload(), o.tcpPort)
+	ctx, cancel := context.WithCancel(context.Background())
+	serveErr := make(chan error, 1)
+	go func() {
+		serveErr <- srv.Serve(ctx, ln, server.ServeOptions{WatchPeer: o.watch, Logf: func(f string, a ...any) {
+			clearLine(o)
+			fmt.Fprintf(os.Stderr, "rocev2-server: "+f+"\n", a...)
+		}})
+	}()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	var limit <-chan time.Time
+	if o.limit > 0 {
+		limit = time.After(o.limit)
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	ok := true
+	start, lastFrames, lastBytes, lastShow := time.Now(), uint64(0), uint64(0), time.Now()
+wait:
+	for {
+		select {
+		case <-r.enough:
+			break wait
+		case <-sig:
+			break wait
+		case <-limit:
+			clearLine(o)
+			fmt.Fprintf(os.Stderr, "rocev2-server: timeout after %v\n", o.limit)
+			ok = false
+			break wait
+		case err := <-serveErr:
+			cancel()
+			srv.Close()
+			return false, err
+		case now := <-tick.C:
+			st := srv.Stats()
+			if o.once && st.SessionEnds > 0 {
+				break wait
+			}
+			if d := now.Sub(lastShow); d >= time.Second && isTerminal(o) {
+				fmt.Printf("\r%d frames  %.0f frames/s  %.2f MB/s  posted %d held %d    ",
+					st.Frames, float64(st.Frames-lastFrames)/d.Seconds(), float64(st.Bytes-lastBytes)/d.Seconds()/1e6, st.Posted, st.Held)
+				lastFrames, lastBytes, lastShow = st.Frames, st.Bytes, now
+			}
+		}
+	}
+	cancel()
+	closeErr := srv.Close()
+	<-serveErr
+	if r.holding != nil {
+		close(r.holding)
+		releaser.Wait()
+	}
+	clearLine(o)
+	st := srv.Stats()
+	summary(os.Stdout, o, r, &st, time.Since(start))
+	if o.check && (r.check.Lost != 0 || r.check.Corrupt != 0) {
+		ok = false
+	}
+	return ok, closeErr
+}
+
+func summary(w *os.File, o *options, r *receiver, st *server.Stats, total time.Duration) {
+	el := time.Duration(r.last.Load() - r.first.Load()).Seconds()
+	rate, mbs := 0.0, 0.0
+	if el > 0 && st.Frames > 1 {
+		rate = float64(st.Frames-1) / el
+		mbs = float64(st.Bytes) / el / 1e6
+	}
+	var ch, gaps []string
+	var totalGaps uint64
+	for i, n := range st.ChannelFrames {
+		if n != 0 {
+			ch = append(ch, fmt.Sprintf("%d:%d", i, n))
+		}
+		if g := st.ChannelGaps[i]; g != 0 {
+			gaps = append(gaps, fmt.Sprintf("%d:%d", i, g))
+			totalGaps += g
+		}
+	}
+	fmt.Fprintf(w, "frames %d, bytes %d in %.3f s: %.0f frames/s, %.2f MB/s\n", st.Frames, st.Bytes, el, rate, mbs)
+	fmt.Fprintf(w, "channels %s; ring gaps %d %s\n", strings.Join(ch, " "), totalGaps, strings.Join(gaps, " "))
+	var errs []string
+	for s, n := range st.Errors {
+		if n != 0 {
+			errs = append(errs, fmt.Sprintf("%s:%d", statusName(s), n))
+		}
+	}
+	fmt.Fprintf(w, "completion errors [%s], bad opcode %d, bad length %d, bad wr_id %d; posted %d held %d low-water %d; senders %d\n",
+		strings.Join(errs, " "), st.BadOpcode, st.BadLength, st.BadWRID, st.Posted, st.Held, st.PostedLowMark, st.Sessions)
+	if o.check {
+		c := &r.check
+		if o.frames != 0 {
+			c.Expect(o.frames)
+		}
+		dup := ""
+		if c.Duplicate != 0 {
+			dup = fmt.Sprintf(", %d duplicate", c.Duplicate)
+		}
+		fmt.Fprintf(w, "%d lost, %d corrupt%s\n", c.Lost, c.Corrupt, dup)
+	}
+}
+
+func statusName(s int) string { return cq.Status(s).String() }
+
+func isTerminal(o *options) bool {
+	if o.quiet {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(os.Stdout.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func clearLine(o *options) {
+	if isTerminal(o) {
+		fmt.Print("\r\033[K")
+	}
+}
