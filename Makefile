@@ -9,7 +9,7 @@ RUN     ?= .
 ITIMEOUT ?= 20m
 export RXEVM_CACHE := $(CACHE)
 
-.PHONY: all setup demo test check unit itest itest-matrix itest-twovm itest-selfcheck soak bench bench-vm test-host rxevm
+.PHONY: soak-server bench-server all setup demo test check unit itest itest-matrix itest-twovm itest-selfcheck soak bench bench-vm test-host rxevm
 
 all: test
 
@@ -74,6 +74,14 @@ itest-selfcheck: setup
 ## soak: the long message-stream tests
 soak: setup
 	RXEVM_SOAK=1 $(MAKE) itest RUN='$(or $(SOAKRUN),Soak)' ITIMEOUT=60m
+
+## soak-server: stream 1 000 000 frames through the server (not part of make test)
+soak-server: setup
+	RXEVM_SOAK=1 $(MAKE) itest RUN='TestServerSoak' ITIMEOUT=60m
+
+## bench-server: Go server vs perftest ib_send_bw server at 64 B..9000 B, in one boot
+bench-server: setup
+	RXEVM_BENCH=1 $(MAKE) itest RUN='TestRoCEv2ReceiverBench' ITIMEOUT=30m
 
 ## bench: host benchmarks (simulated rings, netpoll)
 bench:

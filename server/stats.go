@@ -26,7 +26,8 @@ type Stats struct {
 	BadLength uint64              // receives of zero bytes or more than a slot
 
 	Posted        int // slots in the receive queue
-	Held          int // slots out of it: downstream, or waiting to be re-posted
+	Held          int // slots out of it: Posted + Held == depth at every instant
+	Downstream    int // of the held slots, those in Frames not yet released
 	PostedLowMark int // fewest slots posted since the first connection
 
 	Sessions    uint64 // connections made (CompleteConnection or side channel)
@@ -111,6 +112,11 @@ func (c *counters) snapshot(p *pool) Stats {
 	s.BadWRID, s.BadOpcode, s.BadLength = c.badWRID.Load(), c.badOpcode.Load(), c.badLength.Load()
 	s.Posted, s.Held = p.postedHeld()
 	s.PostedLowMark = int(c.postedLow.Load())
+	for i := range p.state {
+		if p.state[i].Load() == slotDownstream {
+			s.Downstream++
+		}
+	}
 	s.Sessions, s.SessionEnds = c.sessions.Load(), c.sessionEnd.Load()
 	return s
 }

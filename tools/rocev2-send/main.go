@@ -42,6 +42,7 @@ type options struct {
 	duration time.Duration
 	rate     float64
 	channels int
+	chanBase int
 	wrap     uint32
 	mtu      int
 	depth    int
@@ -65,6 +66,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.DurationVar(&o.duration, "t", 0, "send for this long (0: until -n)")
 	fs.Float64Var(&o.rate, "r", 0, "frames per second (0: as fast as the receiver takes them)")
 	fs.IntVar(&o.channels, "c", 1, "channels (1..256), round robin")
+	fs.IntVar(&o.chanBase, "C", 0, "first channel: the channels are C..C+c-1")
 	fs.UintVar(&wrap, "w", 1<<24, "ring positions wrap at this count (1..2^24)")
 	fs.IntVar(&o.mtu, "m", 0, "path MTU code 1..5 (0: the port's active MTU)")
 	fs.IntVar(&o.depth, "q", 16, "send queue depth (the FPGA's is 16)")
@@ -96,8 +98,8 @@ func parseOptions(args []string) (*options, error) {
 			return nil, fmt.Errorf("-s %q: not a range", size)
 		}
 	}
-	if o.channels < 1 || o.channels > 256 {
-		return nil, fmt.Errorf("-c %d: 1..256 channels", o.channels)
+	if o.channels < 1 || o.chanBase < 0 || o.chanBase+o.channels > 256 {
+		return nil, fmt.Errorf("-C %d -c %d: channels must lie in 0..255", o.chanBase, o.channels)
 	}
 	if wrap < 1 || wrap > 1<<24 {
 		return nil, fmt.Errorf("-w %d: 1..2^24", wrap)
@@ -266,7 +268,7 @@ func stream(o *options, s *sender) (result, error) {
 			framecheck.Fill(b, seq)
 			ch := int(seq % uint64(o.channels))
 			sges[i] = qp.SGE{Addr: s.mr.Addr() + uint64(i*slot), Length: uint32(n), LKey: s.mr.LKey()}
-			wrs[k] = qp.SendWR{ID: uint64(i), Opcode: o.op, Flags: qp.Signaled, Imm: pos[ch]<<8 | uint32(ch),
+			wrs[k] = qp.SendWR{ID: uint64(i), Opcode: o.op, Flags: qp.Signaled, Imm: pos[ch]<<8 | uint32(o.chanBase+ch),
 				SGEs: sges[i : i+1], RemoteAddr: o.raddr, RKey: o.rkey}
 			if n == 0 {
 				wrs[k].SGEs = nil

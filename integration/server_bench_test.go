@@ -1,0 +1,95 @@
+//go:build integration
+
+package integration
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// receiverRun is one receiver's result at one size.
+type receiverRun struct {
+	frames   float64 // per second
+	mbs      float64 // MB/s (10^6)
+	cpuFrame time.Duration
+}
+
+var (
+	goSummary = regexp.MustCompile(`frames (\d+), bytes \d+ in [\d.]+ s: ([\d.]+) frames/s, ([\d.]+) MB/s`)
+	// perftest's result line: bytes, iterations, peak BW, average BW (MB/s), message rate (Mpps).
+	perftestLine = regexp.MustCompile(`(?m)^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
+)
+
+// cpuTime is the user+system time of an exited peer.
+func cpuTime(p *peer) time.Duration {
+	ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchGo runs rocev2-server on rxe0 fed by rocev2-send on rxe1.
+func benchGo(t *testing.T, size, n, port int) receiverRun {
+	devs := devices(t, 2)
+	srv := startPeer(t, 5*time.Minute, "rocev2-server", "-d", devs[0], "-p", strconv.Itoa(port), "-r", "512",
+		"-n", strconv.Itoa(n), "-q", "-check=false", "-timeout", "4m")
+	waitListening(t, srv, port, 30*time.Second)
+	runPeer(t, 5*time.Minute, "rocev2-send", "-d", devs[1], "-p", strconv.Itoa(port), "-n", strconv.Itoa(n),
+		"-s", strconv.Itoa(size), "-q", "128", "10.99.0.1")
+	out := srv.wait(t)
+	m := goSummary.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("rocev2-server printed no summary:\n%s", out)
+	}
+	fps, _ := strconv.ParseFloat(m[2], 64)
+	mbs, _ := strconv.ParseFloat(m[3], 64)
+	return receiverRun{fps, mbs, cpuTime(srv) / time.Duration(n)}
+}
+
+// benchC runs perftest's ib_send_bw server on rxe0 fed by its own client.
+func benchC(t *testing.T, size, n, port int) receiverRun {
+	devs := devices(t, 2)
+	args := []string{"-x", "1", "-s", strconv.Itoa(size), "-n", strconv.Itoa(n), "-p", strconv.Itoa(port)}
+	srv := startPeer(t, 5*time.Minute, "ib_send_bw", append([]string{"-d", devs[0]}, args...)...)
+	waitListening(t, srv, port, 30*time.Second)
+	runPeer(t, 5*time.Minute, "ib_send_bw", append(append([]string{"-d", devs[1]}, args...), "10.99.0.1")...)
+	out := srv.wait(t)
+	m := perftestLine.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("ib_send_bw server printed no result line:\n%s", out)
+	}
+	mbs, _ := strconv.ParseFloat(m[4], 64)
+	mpps, _ := strconv.ParseFloat(m[5], 64)
+	// perftest's MB is 2^20 bytes.
+	return receiverRun{mpps * 1e6, mbs * (1 << 20) / 1e6, cpuTime(srv) / time.Duration(n)}
+}
+
+// TestRoCEv2ReceiverBench compares the Go server (rocev2-server fed by
+// rocev2-send) with perftest's ib_send_bw server fed by its own client, at
+// four sizes, in one boot, taking turns. Only with RXEVM_BENCH=1
+// (make bench-server).
+func TestRoCEv2ReceiverBench(t *testing.T) {
+	if os.Getenv("RXEVM_BENCH") != "1" {
+		t.Skip("benchmark: runs with RXEVM_BENCH=1 (make bench-server)")
+	}
+	sizes := []struct{ size, n int }{{64, 40000}, {1024, 30000}, {4096, 12000}, {9000, 6000}}
+	var table strings.Builder
+	fmt.Fprintf(&table, "| size | Go frames/s | Go MB/s | Go CPU/frame | ib_send_bw frames/s | ib_send_bw MB/s | ib_send_bw CPU/frame |\n|---|---|---|---|---|---|---|\n")
+	port := 18700
+	for _, s := range sizes {
+		port++
+		g := benchGo(t, s.size, s.n, port)
+		port++
+		c := benchC(t, s.size, s.n, port)
+		fmt.Fprintf(&table, "| %d B | %.0f | %.2f | %.1f µs | %.0f | %.2f | %.1f µs |\n", s.size,
+			g.frames, g.mbs, float64(g.cpuFrame.Nanoseconds())/1e3, c.frames, c.mbs, float64(c.cpuFrame.Nanoseconds())/1e3)
+	}
+	t.Logf("receivers side by side (TCG VM, frames per run: 40000, 30000, 12000, 6000):\n%s", table.String())
+}
