@@ -159,6 +159,7 @@ func (l *loop) run() error {
 		if !l.p.park(l.stop) {
 			continue
 		}
+		bump(&l.c.parks, 1)
 		err = ep.wait()
 		l.p.unpark()
 		if err != nil {

@@ -30,6 +30,8 @@ type Stats struct {
 	Downstream    int // of the held slots, those in Frames not yet released
 	PostedLowMark int // fewest slots posted since the first connection
 
+	Parks uint64 // times the loop went to sleep in epoll after its spin budget
+
 	Sessions    uint64 // connections made (CompleteConnection or side channel)
 	SessionEnds uint64 // connections that ended (sender gone, flush, takeover)
 }
@@ -61,6 +63,7 @@ type counters struct {
 	badWRID, badOpcode   atomic.Uint64
 	badLength            atomic.Uint64
 	postedLow            atomic.Int64
+	parks                atomic.Uint64
 	sessions, sessionEnd atomic.Uint64
 
 	// lastPos is each channel's last ring position plus one (0: none yet);
@@ -118,5 +121,6 @@ func (c *counters) snapshot(p *pool) Stats {
 		}
 	}
 	s.Sessions, s.SessionEnds = c.sessions.Load(), c.sessionEnd.Load()
+	s.Parks = c.parks.Load()
 	return s
 }

@@ -265,8 +265,8 @@ func summary(w *os.File, o *options, r *receiver, st *server.Stats, total time.D
 			errs = append(errs, fmt.Sprintf("%s:%d", statusName(s), n))
 		}
 	}
-	fmt.Fprintf(w, "completion errors [%s], bad opcode %d, bad length %d, bad wr_id %d; posted %d held %d low-water %d; senders %d\n",
-		strings.Join(errs, " "), st.BadOpcode, st.BadLength, st.BadWRID, st.Posted, st.Held, st.PostedLowMark, st.Sessions)
+	fmt.Fprintf(w, "completion errors [%s], bad opcode %d, bad length %d, bad wr_id %d; posted %d held %d low-water %d; parked %d times; senders %d\n",
+		strings.Join(errs, " "), st.BadOpcode, st.BadLength, st.BadWRID, st.Posted, st.Held, st.PostedLowMark, st.Parks, st.Sessions)
 	if o.check {
 		c := &r.check
 		if o.frames != 0 {
