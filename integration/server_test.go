@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -409,8 +410,17 @@ func TestServerMalformed(t *testing.T) {
 		r.waitFrames(10, 10*time.Second)
 	})
 	t.Run("RDMAWrite", func(t *testing.T) {
+		// A frame held in slot 0, then an RDMA WRITE aimed at slot 0: the
+		// write is refused and the held bytes are what the SEND put there.
 		r := newRXServer(t, nil)
-		args := []string{"-op", "write", "-n", "1", "-s", "64",
+		r.hold.Store(true)
+		r.send(time.Minute, "-n", "1", "-s", "64")
+		r.waitFrames(1, 10*time.Second)
+		r.mu.Lock()
+		held := r.held[0]
+		r.mu.Unlock()
+		before := append([]byte(nil), held.Data()...)
+		args := []string{"-op", "write", "-n", "1", "-s", "64", "-C", "16",
 			"-raddr", strconv.FormatUint(r.srv.MRAddr(), 10), "-rkey", strconv.FormatUint(uint64(r.srv.RKey()), 10)}
 		p := startPeer(t, time.Minute, "rocev2-send", r.sendArgs(args...)...)
 		<-p.done
@@ -421,16 +431,24 @@ func TestServerMalformed(t *testing.T) {
 		if p.err == nil || !(strings.Contains(out, "REM_ACCESS_ERR") || strings.Contains(out, "REM_INV_REQ_ERR")) {
 			t.Fatalf("RDMA WRITE into the slab: %v\n%s", p.err, out)
 		}
-		// The slab is only visible through frames: a SEND of one byte
-		// into slot 0 must show the sender's byte, nothing of the write.
 		st := r.srv.Stats()
 		t.Logf("sender: %s; server frames %d errors %v sessions %d/%d", strings.TrimSpace(out), st.Frames, st.Errors, st.Sessions, st.SessionEnds)
-		if st.Frames != 0 {
-			t.Errorf("%d frames from an RDMA WRITE", st.Frames)
+		if st.Frames != 1 {
+			t.Errorf("%d frames, want only the SEND's", st.Frames)
 		}
-		r.send(time.Minute, "-n", "10", "-s", "64")
-		r.waitFrames(10, 10*time.Second)
-		if c := r.checker(0); c.Corrupt != 0 || c.Lost != 0 {
+		if got := held.Data(); !bytes.Equal(got, before) || held.Len() != 64 {
+			t.Errorf("slot 0 changed under the refused write")
+		}
+		var c framecheck.Checker
+		c.Check(held.Data())
+		if c.Corrupt != 0 || c.Lost != 0 {
+			t.Errorf("held frame fails its checksum: %+v", c)
+		}
+		r.hold.Store(false)
+		r.releaseHeld(-1)
+		r.send(time.Minute, "-n", "10", "-s", "64", "-C", "32")
+		r.waitFrames(11, 10*time.Second)
+		if c := r.checker(2); c.Corrupt != 0 || c.Lost != 0 || c.Frames != 10 {
 			t.Errorf("after the write: %+v", c)
 		}
 	})
