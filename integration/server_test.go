@@ -502,6 +502,12 @@ func TestServerSideChannelGarbage(t *testing.T) {
 // MTU above the port's.
 func TestServerConfigChecks(t *testing.T) {
 	devs := devices(t, 1)
+	fds, maps := openFDs(t), uverbsMappings(t)
+	defer func() {
+		if n, m := openFDs(t), uverbsMappings(t); n != fds || m != maps {
+			t.Errorf("after the failed News and a Close: %d fds and %d uverbs mappings, %d and %d before", n, m, fds, maps)
+		}
+	}()
 	cfg := server.DefaultConfig(devs[0])
 	cfg.GIDIndex = 77
 	_, err := server.New(cfg)

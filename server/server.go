@@ -73,12 +73,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	mem, addr, lkey := dev.slab()
 	if s.pool, err = newPool(mem, addr, lkey, cfg.MaxPayload, cfg.Depth, dev.freeSlab); err != nil {
-		dev.freeSlab()
-		return nil, errors.Join(err, dev.close())
+		return nil, errors.Join(err, dev.closeAll())
 	}
 	if s.fresh, err = dev.newRCQueue(); err != nil {
-		s.pool.close() // frees the slab: nothing is held
-		return nil, errors.Join(err, dev.close())
+		err = errors.Join(err, dev.close())
+		s.pool.close() // nothing is held: frees the slab, after the MR is gone
+		return nil, err
 	}
 	s.c.postedLow.Store(int64(cfg.Depth))
 	s.newPSNs()

@@ -39,7 +39,7 @@ func openDevice(cfg Config) (d *device, err error) {
 	d = &device{cfg: cfg}
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, d.close())
+			err = errors.Join(err, d.closeAll())
 			d = nil
 		}
 	}()
@@ -88,11 +88,22 @@ func (d *device) slab() ([]byte, uint64, uint32) {
 	return d.buf.Bytes()[:d.cfg.Depth*d.cfg.MaxPayload], d.mr.Addr(), d.mr.LKey()
 }
 
-// freeSlab unmaps the slab; the MR is gone by then.
+// freeSlab unmaps the slab; the MR is gone by then (the buffer refuses
+// while it is registered).
 func (d *device) freeSlab() {
 	if d.buf != nil {
 		d.buf.Close()
 	}
+}
+
+// closeAll releases everything, the slab last: for failures before any
+// frame can exist.
+func (d *device) closeAll() error {
+	err := d.close()
+	if d.buf != nil {
+		err = errors.Join(err, d.buf.Close())
+	}
+	return err
 }
 
 // close releases everything but the slab, in reverse order of creation.
