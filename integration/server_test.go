@@ -287,6 +287,10 @@ func TestServerHoldAll(t *testing.T) {
 	if c.Lost != 0 || c.Corrupt != 0 || c.Duplicate != 0 || c.Frames != total {
 		t.Fatalf("checker %+v", c)
 	}
+	hw, err := r.srv.HWCounters()
+	if err != nil || hw["send_rnr_err"] < rnr0+6 {
+		t.Errorf("HWCounters: %v, %v", hw, err)
+	}
 	t.Logf("RNR NAKs sent by the server: %d", hwCounter(t, devs[0], "send_rnr_err")-rnr0)
 }
 
