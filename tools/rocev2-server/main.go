@@ -261,12 +261,12 @@ func summary(w *os.File, o *options, r *receiver, st *server.Stats, total time.D
 	fmt.Fprintf(w, "channels %s; ring gaps %d %s\n", strings.Join(ch, " "), totalGaps, strings.Join(gaps, " "))
 	var errs []string
 	for s, n := range st.Errors {
-		if n != 0 {
+		if n != 0 && cq.Status(s) != cq.WRFlushErr {
 			errs = append(errs, fmt.Sprintf("%s:%d", statusName(s), n))
 		}
 	}
-	fmt.Fprintf(w, "completion errors [%s], bad opcode %d, bad length %d, bad wr_id %d; posted %d held %d low-water %d; parked %d times; senders %d\n",
-		strings.Join(errs, " "), st.BadOpcode, st.BadLength, st.BadWRID, st.Posted, st.Held, st.PostedLowMark, st.Parks, st.Sessions)
+	fmt.Fprintf(w, "completion errors [%s], flushed at disconnect %d, bad opcode %d, bad length %d, bad wr_id %d; posted %d held %d low-water %d; parked %d times; senders %d\n",
+		strings.Join(errs, " "), st.ErrorCount(cq.WRFlushErr), st.BadOpcode, st.BadLength, st.BadWRID, st.Posted, st.Held, st.PostedLowMark, st.Parks, st.Sessions)
 	if o.check {
 		c := &r.check
 		if o.frames != 0 {
