@@ -668,3 +668,27 @@ func TestServerTools(t *testing.T) {
 		t.Errorf("file: %d bytes, %+v", len(b), c)
 	}
 }
+
+// TestServerTakeover: a second sender connecting while the first streams
+// replaces it (the first's QP goes to ERROR, its sends fail), and the
+// second's frames all arrive.
+func TestServerTakeover(t *testing.T) {
+	r := newRXServer(t, nil)
+	first := startPeer(t, 2*time.Minute, "rocev2-send", r.sendArgs("-n", "0", "-t", "60s", "-s", "1000", "-C", "0")...)
+	r.waitFrames(500, time.Minute)
+	r.send(time.Minute, "-n", "1000", "-s", "1-5000", "-C", "16")
+	st := r.waitStats(30*time.Second, "the second sender's frames", func(s *server.Stats) bool { return s.ChannelFrames[16] >= 1000 })
+	<-first.done
+	if first.err == nil {
+		t.Errorf("the replaced sender finished without an error:\n%s", first.out.String())
+	}
+	a, b := r.checker(0), r.checker(1)
+	b.Expect(1000)
+	if a.Lost != 0 || a.Corrupt != 0 || a.Duplicate != 0 || b.Lost != 0 || b.Corrupt != 0 || b.Frames != 1000 {
+		t.Errorf("first sender %+v, second %+v", a, b)
+	}
+	if st.Sessions != 2 || st.SessionEnds < 1 {
+		t.Errorf("connections %d made, %d ended; want 2 and at least 1", st.Sessions, st.SessionEnds)
+	}
+	t.Logf("replaced sender: %v: %s", first.err, strings.TrimSpace(first.out.String()))
+}
