@@ -244,14 +244,20 @@ func (s *Server) endSessionLocked(drain bool) error {
 	s.sess = nil
 	var errs []error
 	if drain {
-		errs = append(errs, ss.q.toError())
+		if err := ss.q.toError(); err != nil {
+			// No flush will come to end the drain: stop at once.
+			errs = append(errs, err)
+			drain = false
+		}
+	}
+	if drain {
 		ss.drain.Store(true)
 	} else {
 		ss.stop.Store(true)
 	}
 	s.pool.wake()
 	<-ss.done
-	if !drain {
+	if !ss.drain.Load() {
 		errs = append(errs, ss.q.toError())
 	}
 	errs = append(errs, ss.q.close())
