@@ -692,3 +692,45 @@ func TestServerTakeover(t *testing.T) {
 	}
 	t.Logf("replaced sender: %v: %s", first.err, strings.TrimSpace(first.out.String()))
 }
+
+// TestServerFramesChannel: without a Handler frames arrive on Frames(),
+// which Close closes; a consumer releasing from its own goroutine keeps
+// the stream going.
+func TestServerFramesChannel(t *testing.T) {
+	devs := devices(t, 2)
+	cfg := server.DefaultConfig(devs[0])
+	cfg.Depth = 32
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", ":18695")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go srv.Serve(ctx, ln, server.ServeOptions{WatchPeer: true})
+	var c framecheck.Checker
+	consumed := make(chan struct{})
+	go func() {
+		defer close(consumed)
+		for f := range srv.Frames() {
+			c.Check(f.Data())
+			f.Release()
+		}
+	}()
+	runPeer(t, time.Minute, "rocev2-send", "-d", devs[1], "-p", "18695", "-n", "2000", "-s", "1-3000", "10.99.0.1")
+	deadline := time.Now().Add(30 * time.Second)
+	for srv.Stats().Frames < 2000 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-consumed
+	c.Expect(2000)
+	if c.Frames != 2000 || c.Lost != 0 || c.Corrupt != 0 || c.Duplicate != 0 {
+		t.Fatalf("%+v", c)
+	}
+}
