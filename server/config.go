@@ -31,7 +31,8 @@ type Config struct {
 	GIDIndex int    // the local GID; it must be a populated RoCE v2 entry
 
 	// MaxPayload is the size of one receive slot: a SEND longer than this
-	// fails with LOC_LEN_ERR (and breaks the connection, as RC does).
+	// fails (LOC_LEN_ERR; LOC_QP_OP_ERR on 6.1's rxe) and breaks the
+	// connection, as RC does.
 	MaxPayload int
 	// Depth is the number of receive slots, posted and held together.
 	Depth int
