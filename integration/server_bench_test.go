@@ -43,7 +43,7 @@ func benchGo(t *testing.T, size, n, port int, spin string) receiverRun {
 		"-n", strconv.Itoa(n), "-q", "-check=false", "-timeout", "4m", "-spin", spin)
 	waitListening(t, srv, port, 30*time.Second)
 	runPeer(t, 5*time.Minute, "rocev2-send", "-d", devs[1], "-p", strconv.Itoa(port), "-n", strconv.Itoa(n),
-		"-s", strconv.Itoa(size), "-q", "128", "-fill=false", "10.99.0.1")
+		"-s", strconv.Itoa(size), "-q", "128", "-signal", "16", "-fill=false", "10.99.0.1")
 	out := srv.wait(t)
 	if m := parked.FindStringSubmatch(out); m != nil {
 		t.Logf("Go server, %d B, spin %s: parked %s times in %d frames", size, spin, m[1], n)

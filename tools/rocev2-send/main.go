@@ -47,6 +47,7 @@ type options struct {
 	mtu      int
 	depth    int
 	fill     bool
+	signal   int
 	op       qp.SendOpcode
 	raddr    uint64
 	rkey     uint32
@@ -71,6 +72,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.UintVar(&wrap, "w", 1<<24, "ring positions wrap at this count (1..2^24)")
 	fs.IntVar(&o.mtu, "m", 0, "path MTU code 1..5 (0: the port's active MTU)")
 	fs.IntVar(&o.depth, "q", 16, "send queue depth (the FPGA's is 16)")
+	fs.IntVar(&o.signal, "signal", 1, "request a completion for every Nth send (and the last); the FPGA signals each")
 	fs.BoolVar(&o.fill, "fill", true, "write the sequence number and checksum into every payload (off: each slot once, for benchmarks)")
 	fs.StringVar(&op, "op", "send-imm", "operation: send-imm, send (no immediate), write, write-imm")
 	fs.Uint64Var(&o.raddr, "raddr", 0, "remote address for -op write")
@@ -112,6 +114,9 @@ func parseOptions(args []string) (*options, error) {
 	}
 	if o.depth < 1 {
 		return nil, fmt.Errorf("-q %d: need at least 1", o.depth)
+	}
+	if o.signal < 1 || o.signal > o.depth {
+		return nil, fmt.Errorf("-signal %d: 1..-q", o.signal)
 	}
 	switch op {
 	case "send-imm":
@@ -220,74 +225,77 @@ type result struct {
 }
 
 // stream posts the frames, keeping up to depth in flight, one doorbell per
-// batch, and reaps completions; it stops at the first failed one.
+// batch, and reaps completions; it stops at the first failed one. Slots
+// are used in ring order, so that a completion for frame seq (with
+// -signal N only every Nth is signalled, and the last) accounts for every
+// frame before it.
 func stream(o *options, s *sender) (result, error) {
 	var st result
 	slot := max(o.maxSize, 1)
 	mem := s.buf.Bytes()
+	depth := uint64(o.depth)
 	wrs := make([]qp.SendWR, o.depth)
 	sges := make([]qp.SGE, o.depth)
 	sizes := make([]int, o.depth)
 	wc := make([]cq.WC, o.depth)
 	pos := make([]uint32, o.channels)
 	span := uint64(o.maxSize - o.minSize + 1)
-	inFlight, free := 0, make([]int, 0, o.depth)
-	for i := range o.depth {
-		free = append(free, i)
-	}
+	signal := uint64(o.signal)
 	start := time.Now()
 	deadline := time.Time{}
 	if o.duration > 0 {
 		deadline = start.Add(o.duration)
 	}
-	var seq uint64
+	var head, tail uint64 // next frame to post, oldest not known complete
 	more := func() bool {
-		if o.count != 0 && seq >= o.count {
+		if o.count != 0 && head >= o.count {
 			return false
 		}
-		return deadline.IsZero() || seq%64 != 0 || time.Now().Before(deadline)
+		return deadline.IsZero() || head%64 != 0 || time.Now().Before(deadline)
 	}
 	for {
 		// Post as many as there is room for (and the rate allows).
 		k := 0
-		for len(free) > 0 && more() {
+		for head-tail < depth && more() {
 			if o.rate > 0 {
-				due := start.Add(time.Duration(float64(seq) / o.rate * float64(time.Second)))
+				due := start.Add(time.Duration(float64(head) / o.rate * float64(time.Second)))
 				if d := time.Until(due); d > 0 {
-					if k > 0 || inFlight > 0 {
+					if k > 0 || head != tail {
 						break
 					}
 					time.Sleep(d)
 				}
 			}
-			i := free[len(free)-1]
-			free = free[:len(free)-1]
+			i := head % depth
 			n := o.minSize
 			if span > 1 {
-				n += int((seq * 0x9e3779b97f4a7c15 >> 40) % span)
+				n += int((head * 0x9e3779b97f4a7c15 >> 40) % span)
 			}
-			if o.fill || seq < uint64(o.depth) {
-				framecheck.Fill(mem[i*slot:i*slot+n], seq)
+			if o.fill || head < depth {
+				framecheck.Fill(mem[int(i)*slot:int(i)*slot+n], head)
 			}
-			ch := int(seq % uint64(o.channels))
-			sges[i] = qp.SGE{Addr: s.mr.Addr() + uint64(i*slot), Length: uint32(n), LKey: s.mr.LKey()}
-			wrs[k] = qp.SendWR{ID: uint64(i), Opcode: o.op, Flags: qp.Signaled, Imm: pos[ch]<<8 | uint32(o.chanBase+ch),
+			ch := int(head % uint64(o.channels))
+			sges[i] = qp.SGE{Addr: s.mr.Addr() + i*uint64(slot), Length: uint32(n), LKey: s.mr.LKey()}
+			wrs[k] = qp.SendWR{ID: head, Opcode: o.op, Imm: pos[ch]<<8 | uint32(o.chanBase+ch),
 				SGEs: sges[i : i+1], RemoteAddr: o.raddr, RKey: o.rkey}
 			if n == 0 {
 				wrs[k].SGEs = nil
 			}
-			pos[ch] = (pos[ch] + 1) % o.wrap
-			seq++
-			k++
 			sizes[i] = n
+			pos[ch] = (pos[ch] + 1) % o.wrap
+			head++
+			// Signal every Nth, the one that fills the queue, and the last.
+			if head%signal == 0 || head-tail == depth || !more() {
+				wrs[k].Flags = qp.Signaled
+			}
+			k++
 		}
 		if k > 0 {
 			if err := s.qp.PostSend(wrs[:k]); err != nil {
 				return st, fmt.Errorf("post send: %w", err)
 			}
-			inFlight += k
 		}
-		if inFlight == 0 && !more() {
+		if head == tail && !more() {
 			break
 		}
 		n, err := s.cq.Poll(wc)
@@ -299,10 +307,10 @@ func stream(o *options, s *sender) (result, error) {
 				st.elapsed = time.Since(start)
 				return st, fmt.Errorf("send completion error: %v (status %d, vendor error %#x) after %d frames", c.Status, uint32(c.Status), c.VendorErr, st.frames)
 			}
-			free = append(free, int(c.WRID))
-			inFlight--
-			st.frames++
-			st.bytes += uint64(sizes[c.WRID])
+			for ; tail <= c.WRID; tail++ {
+				st.frames++
+				st.bytes += uint64(sizes[tail%depth])
+			}
 		}
 	}
 	st.elapsed = time.Since(start)
