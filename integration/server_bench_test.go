@@ -42,9 +42,11 @@ func benchGo(t *testing.T, size, n, port int, spin, depth string) receiverRun {
 	srv := startPeer(t, 5*time.Minute, "rocev2-server", "-d", devs[0], "-p", strconv.Itoa(port), "-r", depth,
 		"-n", strconv.Itoa(n), "-q", "-check=false", "-timeout", "4m", "-spin", spin)
 	waitListening(t, srv, port, 30*time.Second)
-	runPeer(t, 5*time.Minute, "rocev2-send", "-d", devs[1], "-p", strconv.Itoa(port), "-n", strconv.Itoa(n),
+	snd := startPeer(t, 5*time.Minute, "rocev2-send", "-d", devs[1], "-p", strconv.Itoa(port), "-n", strconv.Itoa(n),
 		"-s", strconv.Itoa(size), "-q", "128", "-signal", "16", "-fill=false", "10.99.0.1")
+	snd.wait(t)
 	out := srv.wait(t)
+	t.Logf("rocev2-send %d B: CPU %.1f µs/frame", size, float64(cpuTime(snd).Nanoseconds())/1e3/float64(n))
 	if m := parked.FindStringSubmatch(out); m != nil {
 		t.Logf("Go server, %d B, spin %s, depth %s: parked %s times in %d frames", size, spin, depth, m[1], n)
 	}
@@ -78,6 +80,7 @@ func benchC(t *testing.T, size, n, port int) receiverRun {
 		}
 		out = srv.wait(t)
 		cli.wait(t)
+		t.Logf("ib_send_bw client %d B: CPU %.1f µs/frame", size, float64(cpuTime(cli).Nanoseconds())/1e3/float64(n))
 		m := perftestLine.FindStringSubmatch(out)
 		if m == nil {
 			t.Fatalf("ib_send_bw server printed no result line:\n%s", out)
