@@ -15,7 +15,7 @@ const (
 	DefaultMaxPayload  = 9000
 	DefaultDepth       = 256
 	DefaultMinRNRTimer = 12 // 0.64 ms: 1 causes RNR-NAK storms on rxe, 0 means 655 ms
-	DefaultSpinBudget  = 200 * time.Microsecond
+	DefaultSpinBudget  = time.Millisecond
 	DefaultPollBatch   = 16
 	DefaultTCPPort     = 18515 // rdma-core's pingpong examples
 )
