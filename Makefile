@@ -13,9 +13,11 @@ export RXEVM_CACHE := $(CACHE)
 
 all: test
 
+# Static (it copies itself into no image, but stays runnable anywhere), and
+# renamed into place so a concurrent run never executes a half-written file.
 $(RXEVM): FORCE
 	@mkdir -p $(CACHE)
-	@$(GO) build -o $(RXEVM) ./tools/rxevm
+	@CGO_ENABLED=0 $(GO) build -o $(RXEVM).tmp.$$$$ ./tools/rxevm && mv -f $(RXEVM).tmp.$$$$ $(RXEVM)
 
 FORCE:
 
