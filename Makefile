@@ -9,7 +9,7 @@ RUN     ?= .
 ITIMEOUT ?= 20m
 export RXEVM_CACHE := $(CACHE)
 
-.PHONY: all setup demo test check unit itest itest-matrix itest-twovm itest-selfcheck soak bench bench-vm test-host rxevm
+.PHONY: all setup demo test check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm
 
 all: test
 
@@ -53,6 +53,12 @@ unit:
 ## itest: the integration tests inside the VM; RUN=regexp picks tests by name
 itest: setup
 	CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 -timeout $(ITIMEOUT) \
+		-exec '$(RXEVM) exec' -run '$(RUN)' -v ./integration/
+
+## itest-arm64: the integration tests on Debian's arm64 kernel under qemu-system-aarch64 (TCG); not part of make test
+itest-arm64: rxevm
+	RXEVM_ARCH=arm64 $(RXEVM) setup
+	RXEVM_ARCH=arm64 GOARCH=arm64 CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 -timeout $(or $(ARMTIMEOUT),60m) \
 		-exec '$(RXEVM) exec' -run '$(RUN)' -v ./integration/
 
 ## itest-matrix: the integration tests again on Debian 13's kernel (trixie, 6.12); not part of make test

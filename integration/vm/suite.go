@@ -67,9 +67,28 @@ func (c *Cache) aptOptions() ([]string, error) {
 	return opts, nil
 }
 
-// machineSuiteSource reads the machine's apt sources and returns a sources
-// entry for suite to on the mirror that serves suite from.
+// machineSuiteSource reads the machine's apt sources and returns sources
+// entries for suite to on the mirror that serves suite from, followed by
+// to-updates and to-security where the machine has from-updates and
+// from-security (the current kernel package is often a security update).
 func machineSuiteSource(from, to string) (string, error) {
+	var entries []string
+	for i, suffix := range []string{"", "-updates", "-security"} {
+		e, ok := machineEntry(from+suffix, to+suffix)
+		if !ok {
+			if i == 0 {
+				return "", fmt.Errorf("rxevm: no apt source for %s with component main in %s, to take the mirror for %s from",
+					from, strings.Join(machineSources, " "), to)
+			}
+			continue
+		}
+		entries = append(entries, e)
+	}
+	return strings.Join(entries, "\n"), nil
+}
+
+// machineEntry is suiteSource over the machine's source files.
+func machineEntry(from, to string) (string, bool) {
 	for _, pattern := range machineSources {
 		names, _ := filepath.Glob(pattern)
 		for _, name := range names {
@@ -78,12 +97,11 @@ func machineSuiteSource(from, to string) (string, error) {
 				continue
 			}
 			if e, ok := suiteSource(name, string(b), from, to); ok {
-				return e, nil
+				return e, true
 			}
 		}
 	}
-	return "", fmt.Errorf("rxevm: no apt source for %s with component main in %s, to take the mirror for %s from",
-		from, strings.Join(machineSources, " "), to)
+	return "", false
 }
 
 // suiteSource finds the first "deb" entry of an apt sources file (one-line
