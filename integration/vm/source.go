@@ -38,17 +38,25 @@ func SelfOrigin() (Origin, error) {
 	return originOf(bi)
 }
 
+// originOf finds pureverbs in build information. `go tool` and `go install
+// pkg@version` record the tool's own module as the main module, with its
+// version and replacement; a build inside the repository records it as
+// (devel) without either.
 func originOf(bi *debug.BuildInfo) (Origin, error) {
-	if bi.Main.Path == ModulePath {
-		return Origin{Main: true, Version: bi.Main.Version}, nil
-	}
-	for _, d := range bi.Deps {
+	mods := append([]*debug.Module{&bi.Main}, bi.Deps...)
+	for i, d := range mods {
 		if d.Path != ModulePath {
 			continue
+		}
+		if i == 0 && d.Replace == nil && (d.Version == "" || d.Version == "(devel)") {
+			return Origin{Main: true}, nil
 		}
 		o := Origin{Version: d.Version}
 		if d.Replace != nil {
 			o.Replace, o.ReplaceVersion = d.Replace.Path, d.Replace.Version
+			if o.ReplaceVersion == "(devel)" { // a directory replacement
+				o.ReplaceVersion = ""
+			}
 		}
 		return o, nil
 	}
