@@ -32,7 +32,7 @@ demo: setup
 	$(RXEVM) run -- /usr/local/bin/rxe-info
 
 ## test: static checks, host unit tests (race detector), then the VM integration tests
-test: check unit itest itest-twovm itest-selfcheck
+test: check unit itest itest-twovm itest-selfcheck itest-example
 
 ## check: cgo-free, gofmt-clean, vet-clean on amd64 and arm64
 check:
@@ -44,11 +44,13 @@ check:
 	$(GO) vet ./...
 	GOARCH=arm64 $(GO) vet ./...
 	$(GO) vet -tags integration ./integration/
+	cd integration/example && $(GO) vet ./... && GOARCH=arm64 $(GO) vet ./...
 
 ## unit: host tests (no RDMA needed; netpoll's namespace tests need root), and every benchmark once so none rots
 unit:
 	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime=1x ./...
+	cd integration/example && $(GO) test -count=1 ./...
 
 ## itest: the integration tests inside the VM; RUN=regexp picks tests by name
 itest: setup
@@ -69,6 +71,10 @@ itest-matrix:
 itest-twovm: setup
 	RXEVM_TOPOLOGY=twovm CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 -timeout $(ITIMEOUT) \
 		-exec '$(RXEVM) exec' -run 'TwoVM' -v ./integration/
+
+## itest-example: the example module's tests, run the way another project runs them: go tool rxevm exec from its own directory
+itest-example: setup
+	cd integration/example && CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) -exec '$(GO) tool rxevm exec' -v ./...
 
 ## itest-selfcheck: a deliberately failing test must make the harness fail, visibly
 itest-selfcheck: setup
