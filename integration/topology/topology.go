@@ -132,6 +132,11 @@ func Setup(k Kind) ([]Endpoint, error) {
 	if err := loUp(); err != nil {
 		return nil, err
 	}
+	for _, e := range eps {
+		if err := upWithAddr(e); err != nil {
+			return nil, err
+		}
+	}
 	return eps, addRxe(eps)
 }
 
