@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Environment variables that point the harness elsewhere.
@@ -97,12 +98,37 @@ func (c *Cache) suite() string {
 	return c.Suite
 }
 
+// aptLockWait is how long run waits for apt's own lock, which other
+// programs on the machine (another project's rxevm, unattended upgrades)
+// may hold: the machine's lists are shared, whatever our cache lock says.
+// aptLockPause is the pause between attempts.
+var (
+	aptLockWait  = 3 * time.Minute
+	aptLockPause = 3 * time.Second
+)
+
 // run runs name in dir ("" for the current directory) and returns its
-// stdout; the error carries stderr.
+// stdout; the error carries stderr. apt-get is run again while it fails
+// because another process holds apt's lock.
 func (c *Cache) run(dir, name string, args ...string) ([]byte, error) {
+	once := c.runOnce
 	if c.exec != nil {
-		return c.exec(dir, name, args...)
+		once = c.exec
 	}
+	deadline := time.Now().Add(aptLockWait)
+	for {
+		out, err := once(dir, name, args...)
+		if err == nil || name != "apt-get" || !strings.Contains(err.Error(), "Could not get lock") || time.Now().After(deadline) {
+			return out, err
+		}
+		if c.Log != nil {
+			fmt.Fprintln(c.Log, "rxevm: apt is locked by another process; waiting")
+		}
+		time.Sleep(aptLockPause)
+	}
+}
+
+func (c *Cache) runOnce(dir, name string, args ...string) ([]byte, error) {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	// CI has no terminal for debconf to ask on.

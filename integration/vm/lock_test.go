@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -122,5 +123,26 @@ func TestUnpackIsAtomicAndRedoesInterruptedWork(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(c.Dir, "kernel", ".*")); len(left) != 0 {
 		t.Errorf("temporary directories left: %v", left)
+	}
+}
+
+func TestRunWaitsForAptsLock(t *testing.T) {
+	saved := aptLockPause
+	aptLockPause = time.Millisecond
+	t.Cleanup(func() { aptLockPause = saved })
+	calls := 0
+	c := &Cache{Dir: t.TempDir(), Log: io.Discard, exec: func(dir, name string, args ...string) ([]byte, error) {
+		calls++
+		if calls < 3 {
+			return nil, errors.New("E: Could not get lock /var/lib/apt/lists/lock. It is held by process 28388 (apt-get)")
+		}
+		return []byte("ok"), nil
+	}}
+	if out, err := c.run("", "apt-get", "update"); err != nil || string(out) != "ok" || calls != 3 {
+		t.Errorf("got %q, %v after %d calls; want success on the third", out, err, calls)
+	}
+	calls = 0
+	if _, err := c.run("", "dpkg", "-x"); err == nil || calls != 1 {
+		t.Errorf("a failing dpkg was retried (%d calls) or succeeded (%v)", calls, err)
 	}
 }
