@@ -62,6 +62,8 @@ itest-arm64: rxevm
 	RXEVM_ARCH=arm64 $(RXEVM) setup
 	RXEVM_ARCH=arm64 GOARCH=arm64 CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 -timeout $(or $(ARMTIMEOUT),60m) \
 		-exec '$(RXEVM) exec' -run '$(RUN)' -v ./integration/
+	cd integration/example && GOARCH=arm64 CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) \
+		-exec 'env -u GOARCH $(GO) tool rxevm exec' -v ./...
 
 ## itest-matrix: the integration tests again on Debian 13's kernel (trixie, 6.12); not part of make test
 itest-matrix:

@@ -10,7 +10,16 @@ import (
 // TestRCMessageOverVeth connects two RC QPs, one on each end of a veth pair
 // with rxe on both, and sends a message from A to B.
 func TestRCMessageOverVeth(t *testing.T) {
-	p := rxetest.Veth(t) // skips (naming what is missing) on a machine without rdma_rxe or root
+	exchange(t, rxetest.Veth(t)) // skips (naming what is missing) on a machine without rdma_rxe or root
+}
+
+// TestRCMessageLoopback does the same with both QPs on one rxe device.
+func TestRCMessageLoopback(t *testing.T) {
+	exchange(t, rxetest.Loopback(t))
+}
+
+func exchange(t *testing.T, p *rxetest.Pair) {
+	t.Helper()
 	a, err := openEnd(p.A)
 	t.Cleanup(a.close)
 	if err != nil {
