@@ -15,7 +15,9 @@
 //
 // The guest's /init is rxevm itself, built statically for the guest from
 // the pureverbs version this rxevm was built from (see vm.SourceDir); it
-// runs the guest side when it finds itself PID 1. Every other command under
+// runs the guest side when it finds itself PID 1. Without a pureverbs source
+// to build from, a static rxevm (CGO_ENABLED=0) copies itself in as /init
+// instead, and the image has no pureverbs tools. Every other command under
 // pureverbs' tools/ is built the same way and placed at /usr/local/bin;
 // rdma-core's C tools (ibv_rc_pingpong, perftest, ...) are at /usr/bin, and
 // RXEVM_EXTRA=prog[:guestpath],... adds programs of your own. The exit
@@ -38,6 +40,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -169,14 +172,6 @@ func prepare(arch vm.Arch, extra string) (*prepared, error) {
 	if p.peers, err = c.Peers(); err != nil {
 		return nil, err
 	}
-	origin, err := vm.SelfOrigin()
-	if err != nil {
-		return nil, err
-	}
-	src, err := vm.SourceDir(origin)
-	if err != nil {
-		return nil, err
-	}
 	runs := filepath.Join(c.Dir, "runs")
 	if err := os.MkdirAll(runs, 0o755); err != nil {
 		return nil, err
@@ -184,11 +179,52 @@ func prepare(arch vm.Arch, extra string) (*prepared, error) {
 	if p.dir, err = os.MkdirTemp(runs, "run-"); err != nil {
 		return nil, err
 	}
+	src, err := sourceDir()
+	if err != nil {
+		// No pureverbs source to build from: this very binary can still be
+		// the guest's /init, without the pureverbs tools.
+		self, serr := selfAsInit(arch)
+		if serr != nil {
+			os.RemoveAll(p.dir)
+			return nil, fmt.Errorf("%w\n%w", err, serr)
+		}
+		fmt.Fprintf(os.Stderr, "rxevm: %v\nrxevm: booting with this rxevm as /init and without pureverbs' tools\n", err)
+		p.progs = vm.GuestPrograms{Init: self}
+		return p, nil
+	}
 	if p.progs, err = vm.BuildGuest(src, arch, filepath.Join(p.dir, "bin")); err != nil {
 		os.RemoveAll(p.dir)
 		return nil, err
 	}
 	return p, nil
+}
+
+func sourceDir() (string, error) {
+	origin, err := vm.SelfOrigin()
+	if err != nil {
+		return "", err
+	}
+	return vm.SourceDir(origin)
+}
+
+// selfAsInit returns this executable when it can be the guest's /init: built
+// for the guest's architecture and static (CGO_ENABLED=0).
+func selfAsInit(arch vm.Arch) (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("rxevm: cannot be the guest's /init: %w", err)
+	}
+	if arch.Foreign() {
+		return "", fmt.Errorf("rxevm: cannot be the %s guest's /init: it is built for %s", arch.GOARCH, runtime.GOARCH)
+	}
+	static, err := vm.IsStatic(self)
+	if err != nil {
+		return "", err
+	}
+	if !static {
+		return "", fmt.Errorf("rxevm: cannot be the guest's /init: %s is dynamically linked (build it with CGO_ENABLED=0)", self)
+	}
+	return self, nil
 }
 
 // finish removes the run's directory after a passing run; after a failing
