@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -64,7 +65,9 @@ var errNoAsyncEvent = &Error{Verb: "read_async_event", Errno: unix.EAGAIN}
 // queued it returns an error wrapping unix.EAGAIN.
 func (c *Context) ReadAsyncEvent() (AsyncEvent, error) {
 	var d asyncEventDesc
-	switch errno := readEvent(c.asyncFD, unsafe.Pointer(&d), unsafe.Sizeof(d)); errno {
+	errno := readEvent(c.asyncFD, unsafe.Pointer(&d), unsafe.Sizeof(d))
+	runtime.KeepAlive(c) // its cleanup closes the async fd
+	switch errno {
 	case 0:
 		return AsyncEvent{Type: AsyncEventType(d.EventType), Element: d.Element}, nil
 	case unix.EAGAIN:

@@ -3,6 +3,8 @@ package uverbs
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"math"
 	"runtime"
 	"unsafe"
 
@@ -20,6 +22,7 @@ type ioctlBuf struct {
 	hdr   ioctlHdr
 	attrs [maxIoctlAttrs]ioctlAttr
 	pin   runtime.Pinner
+	err   error // the first attribute that could not be encoded
 }
 
 func newIoctl(object, method uint16, driverID uint32) *ioctlBuf {
@@ -72,8 +75,17 @@ func (b *ioctlBuf) fdIn(id uint16, fd int) *ioctlAttr {
 
 // ptrOut adds a PTR_OUT buffer of n bytes at p; p is pinned until done.
 func (b *ioctlBuf) ptrOut(id uint16, p unsafe.Pointer, n int) *ioctlAttr {
-	b.pin.Pin(p)
 	a := b.next(id)
+	if n < 0 || n > math.MaxUint16 {
+		// The length field is 16 bits: a larger buffer would be
+		// silently cut short, and the kernel would write less than
+		// the caller reads.
+		if b.err == nil {
+			b.err = fmt.Errorf("attribute %d: %d bytes do not fit the 16-bit length: %w", id, n, unix.EOVERFLOW)
+		}
+		return a
+	}
+	b.pin.Pin(p)
 	a.Len = uint16(n)
 	a.Data = uint64(uintptr(p))
 	return a
@@ -85,10 +97,13 @@ func (b *ioctlBuf) finish() {
 }
 
 // exec runs the command on fd and unpins its buffers.
-func (b *ioctlBuf) exec(fd int, verb string) error {
+func (b *ioctlBuf) exec(c *Context, verb string) error {
 	defer b.pin.Unpin()
+	if b.err != nil {
+		return fmt.Errorf("uverbs: %s: %w", verb, b.err)
+	}
 	b.finish()
-	return ioctlCmd(fd, verb, unsafe.Pointer(&b.hdr))
+	return ioctlCmd(c, verb, unsafe.Pointer(&b.hdr))
 }
 
 // ioctlMethod is one ioctl method that has a write() command to fall back
@@ -112,7 +127,7 @@ func (c *Context) tryIoctl(m ioctlMethod, verb string, build func(driverID uint3
 	if !ok {
 		return false, nil
 	}
-	err := build(driverID).exec(c.fd, verb)
+	err := build(driverID).exec(c, verb)
 	if err != nil && c.ioctlFallback(err, m) {
 		return false, nil
 	}

@@ -76,22 +76,22 @@ func buildWrite[Req, Resp any](f *writeFrame[Req], cmd uint32, resp *respFrame[R
 // resp.ptr(). Callers fill f.req themselves rather than passing a request
 // to copy: a copy of a pointer-holding type parameter inside generic code
 // would move both frames to the heap.
-func execWrite[Req, Resp any](fd int, verb string, cmd uint32, f *writeFrame[Req], resp *respFrame[Resp], driverIn []byte, driverOut int) error {
+func execWrite[Req, Resp any](c *Context, verb string, cmd uint32, f *writeFrame[Req], resp *respFrame[Resp], driverIn []byte, driverOut int) error {
 	if len(driverIn)|driverOut != 0 {
 		if err := checkDriverData(verb, driverIn, driverOut, 4); err != nil {
 			return err
 		}
 	}
 	n := buildWrite(f, cmd, resp, driverIn, driverOut)
-	return writeCmd(fd, verb, unsafe.Pointer(f), n, false)
+	return writeCmd(c, verb, unsafe.Pointer(f), n, false)
 }
 
 // execHotWrite runs a legacy write() command that never sleeps in the
 // kernel and carries no driver data (the doorbell, req_notify_cq) through
 // RawSyscall; see fullIO.
-func execHotWrite[Req, Resp any](fd int, verb string, cmd uint32, f *writeFrame[Req], resp *respFrame[Resp]) error {
+func execHotWrite[Req, Resp any](c *Context, verb string, cmd uint32, f *writeFrame[Req], resp *respFrame[Resp]) error {
 	n := buildWrite(f, cmd, resp, nil, 0)
-	return writeCmd(fd, verb, unsafe.Pointer(f), n, true)
+	return writeCmd(c, verb, unsafe.Pointer(f), n, true)
 }
 
 // buildWriteEx completes an extended command: the response pointer lives
@@ -112,12 +112,12 @@ func buildWriteEx[Req, Resp any](f *exWriteFrame[Req], cmd uint32, resp *respFra
 
 // execWriteEx runs one extended write() command on fd, the request in
 // f.req; the response goes to resp.
-func execWriteEx[Req, Resp any](fd int, verb string, cmd uint32, f *exWriteFrame[Req], resp *respFrame[Resp], driverIn []byte, driverOut int) error {
+func execWriteEx[Req, Resp any](c *Context, verb string, cmd uint32, f *exWriteFrame[Req], resp *respFrame[Resp], driverIn []byte, driverOut int) error {
 	if len(driverIn)|driverOut != 0 {
 		if err := checkDriverData(verb, driverIn, driverOut, 8); err != nil {
 			return err
 		}
 	}
 	n := buildWriteEx(f, cmd, resp, driverIn, driverOut)
-	return writeCmd(fd, verb, unsafe.Pointer(f), n, false)
+	return writeCmd(c, verb, unsafe.Pointer(f), n, false)
 }

@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -21,7 +22,7 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 	var resp respFrame[createCompChannelResp]
 	var f writeFrame[createCompChannelCmd]
 	f.req = createCompChannelCmd{Response: resp.ptr()}
-	if err := execWrite(c.fd, "create_comp_channel", cmdCreateCompChannel, &f, &resp, nil, 0); err != nil {
+	if err := execWrite(c, "create_comp_channel", cmdCreateCompChannel, &f, &resp, nil, 0); err != nil {
 		return nil, err
 	}
 	fd := int(resp.resp.FD)
@@ -45,7 +46,9 @@ var errNoCompEvent = &Error{Verb: "read_comp_event", Errno: unix.EAGAIN}
 // accounted for when the CQ is destroyed (see CQ.Destroy).
 func (ch *CompChannel) ReadEvent() (uint64, error) {
 	var d compEventDesc
-	switch errno := readEvent(ch.fd, unsafe.Pointer(&d), unsafe.Sizeof(d)); errno {
+	errno := readEvent(ch.fd, unsafe.Pointer(&d), unsafe.Sizeof(d))
+	runtime.KeepAlive(ch)
+	switch errno {
 	case 0:
 		return d.CQHandle, nil
 	case unix.EAGAIN:

@@ -47,7 +47,7 @@ func Open(d Device) (*Context, error) {
 	var resp respFrame[getContextResp]
 	var f writeFrame[getContextCmd]
 	f.req = getContextCmd{Response: resp.ptr()}
-	if err := execWrite(fd, "get_context", cmdGetContext, &f, &resp, nil, 0); err != nil {
+	if err := execWrite(c, "get_context", cmdGetContext, &f, &resp, nil, 0); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}

@@ -77,7 +77,7 @@ func (c *Context) createCQ(attr CQAttr, driverOut []byte) (createCQResp, error) 
 	if attr.Channel != nil {
 		f.req.CompChannel = int32(attr.Channel.fd)
 	}
-	if err := execWrite(c.fd, verb, cmdCreateCQ, &f, &resp, nil, len(driverOut)); err != nil {
+	if err := execWrite(c, verb, cmdCreateCQ, &f, &resp, nil, len(driverOut)); err != nil {
 		return createCQResp{}, err
 	}
 	copy(driverOut, resp.drv[:])
@@ -135,7 +135,7 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	if solicitedOnly {
 		f.req.SolicitedOnly = 1
 	}
-	return execHotWrite(cq.ctx.fd, "req_notify_cq", cmdReqNotifyCQ, &f, noResp)
+	return execHotWrite(cq.ctx, "req_notify_cq", cmdReqNotifyCQ, &f, noResp)
 }
 
 // Destroy destroys the CQ (UVERBS_METHOD_CQ_DESTROY, or
@@ -172,7 +172,7 @@ func (cq *CQ) destroy() (destroyCQResp, error) {
 	var resp respFrame[destroyCQResp]
 	var f writeFrame[destroyCQCmd]
 	f.req = destroyCQCmd{Response: resp.ptr(), CQHandle: cq.handle}
-	err := execWrite(c.fd, verb, cmdDestroyCQ, &f, &resp, nil, 0)
+	err := execWrite(c, verb, cmdDestroyCQ, &f, &resp, nil, 0)
 	return resp.resp, err
 }
 

@@ -53,7 +53,7 @@ func be64(v uint64) uint64 {
 func (c *Context) QueryDevice() (DeviceAttr, error) {
 	var f exWriteFrame[exQueryDeviceCmd]
 	var resp respFrame[exQueryDeviceResp]
-	if err := execWriteEx(c.fd, "query_device_ex", cmdQueryDevice, &f, &resp, nil, 0); err != nil {
+	if err := execWriteEx(c, "query_device_ex", cmdQueryDevice, &f, &resp, nil, 0); err != nil {
 		return DeviceAttr{}, err
 	}
 	return deviceAttrFrom(&resp.resp), nil

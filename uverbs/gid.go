@@ -102,7 +102,7 @@ func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
 	raw := make([]gidEntry, total)
 	var num uint64
 	b, numAttr := queryGIDTableCmd(driverID, raw, &num)
-	if err := b.exec(c.fd, verb); err != nil {
+	if err := b.exec(c, verb); err != nil {
 		return nil, gidIoctlError(err)
 	}
 	if numAttr.Flags&attrFValidOutput == 0 || num > uint64(total) {
@@ -131,7 +131,7 @@ func (c *Context) QueryGID(port uint8, index int) (GIDEntry, error) {
 	}
 	var e gidEntry
 	b := queryGIDEntryCmd(driverID, port, uint32(index), &e)
-	if err := b.exec(c.fd, verb); err != nil {
+	if err := b.exec(c, verb); err != nil {
 		// The GID cache answers ENODATA for a slot that holds nothing.
 		if errors.Is(err, unix.ENODATA) {
 			return GIDEntry{}, fmt.Errorf("uverbs: %s: port %d index %d: %w (%w)", verb, port, index, ErrGIDUnused, err)

@@ -3,6 +3,7 @@ package uverbs
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -102,5 +103,27 @@ func TestGIDQueryErrors(t *testing.T) {
 	}
 	if _, err := c.QueryGID(1, -1); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("QueryGID(index -1) = %v, want EINVAL", err)
+	}
+}
+
+// An output buffer larger than the 16-bit attribute length can say is
+// refused before the command is sent (fd -1 would answer EBADF), never cut
+// short.
+func TestIoctlAttrLengthOverflow(t *testing.T) {
+	big := make([]byte, 1<<16)
+	c := &Context{fd: -1}
+	b := newIoctl(objectDevice, methodQueryGIDTable, uint32(DriverRXE))
+	b.ptrOut(attrQueryGIDTableRespEntries, unsafe.Pointer(&big[0]), len(big))
+	err := b.exec(c, "query_gid_table")
+	if !errors.Is(err, unix.EOVERFLOW) {
+		t.Fatalf("exec with a %d-byte attribute: %v, want EOVERFLOW", len(big), err)
+	}
+	if !strings.Contains(err.Error(), "query_gid_table") {
+		t.Errorf("error %q does not name the verb", err)
+	}
+	ok := newIoctl(objectDevice, methodQueryGIDTable, uint32(DriverRXE))
+	ok.ptrOut(attrQueryGIDTableRespEntries, unsafe.Pointer(&big[0]), len(big)-1)
+	if err := ok.exec(c, "query_gid_table"); !errors.Is(err, unix.EBADF) {
+		t.Fatalf("exec with a %d-byte attribute reached the kernel with %v, want EBADF", len(big)-1, err)
 	}
 }

@@ -105,7 +105,7 @@ func (pd *PD) RegisterMRRange(b *Buffer, off, length int, access Access) (*MR, e
 		PDHandle:    pd.handle,
 		AccessFlags: uint32(access),
 	}
-	if err := execWrite(pd.ctx.fd, "reg_mr", cmdRegMR, &f, &resp, nil, 0); err != nil {
+	if err := execWrite(pd.ctx, "reg_mr", cmdRegMR, &f, &resp, nil, 0); err != nil {
 		b.unregister()
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func (mr *MR) dereg() error {
 	}
 	var f writeFrame[deregMRCmd]
 	f.req = deregMRCmd{MRHandle: mr.handle}
-	return execWrite(c.fd, verb, cmdDeregMR, &f, noResp, nil, 0)
+	return execWrite(c, verb, cmdDeregMR, &f, noResp, nil, 0)
 }
 
 // deregMRIoctl builds UVERBS_METHOD_MR_DESTROY as ibv_cmd_dereg_mr does:

@@ -12,7 +12,7 @@ func (c *Context) AllocPD() (*PD, error) {
 	var resp respFrame[allocPDResp]
 	var f writeFrame[allocPDCmd]
 	f.req = allocPDCmd{Response: resp.ptr()}
-	if err := execWrite(c.fd, "alloc_pd", cmdAllocPD, &f, &resp, nil, 0); err != nil {
+	if err := execWrite(c, "alloc_pd", cmdAllocPD, &f, &resp, nil, 0); err != nil {
 		return nil, err
 	}
 	return &PD{ctx: c, handle: resp.resp.PDHandle}, nil
@@ -49,7 +49,7 @@ func (pd *PD) dealloc() error {
 	}
 	var f writeFrame[deallocPDCmd]
 	f.req = deallocPDCmd{PDHandle: pd.handle}
-	return execWrite(c.fd, verb, cmdDeallocPD, &f, noResp, nil, 0)
+	return execWrite(c, verb, cmdDeallocPD, &f, noResp, nil, 0)
 }
 
 // deallocPDIoctl builds UVERBS_METHOD_PD_DESTROY as ibv_cmd_dealloc_pd

@@ -116,7 +116,7 @@ func (c *Context) QueryPort(port uint8) (PortAttr, error) {
 	var resp respFrame[queryPortResp]
 	var f writeFrame[queryPortCmd]
 	f.req = queryPortCmd{Response: resp.ptr(), PortNum: port}
-	if err := execWrite(c.fd, "query_port", cmdQueryPort, &f, &resp, nil, 0); err != nil {
+	if err := execWrite(c, "query_port", cmdQueryPort, &f, &resp, nil, 0); err != nil {
 		return PortAttr{}, err
 	}
 	return portAttrFrom(&resp.resp), nil

@@ -50,7 +50,7 @@ func (pd *PD) CreateQP(attr QPInitAttr, driverOut []byte) (*QP, error) {
 		SQSigAll:      b2u8(attr.SigAll),
 		QPType:        uint8(attr.Type),
 	}
-	if err := execWrite(pd.ctx.fd, "create_qp", cmdCreateQP, &f, &resp, nil, len(driverOut)); err != nil {
+	if err := execWrite(pd.ctx, "create_qp", cmdCreateQP, &f, &resp, nil, len(driverOut)); err != nil {
 		return nil, err
 	}
 	copy(driverOut, resp.drv[:])
@@ -84,7 +84,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	}
 	var f writeFrame[modifyQPCmd]
 	f.req = modifyQPFrom(qp.handle, attr, mask)
-	return execWrite(qp.pd.ctx.fd, "modify_qp", cmdModifyQP, &f, noResp, nil, 0)
+	return execWrite(qp.pd.ctx, "modify_qp", cmdModifyQP, &f, noResp, nil, 0)
 }
 
 // Query returns the QP's current attributes (IB_USER_VERBS_CMD_QUERY_QP);
@@ -93,7 +93,7 @@ func (qp *QP) Query(mask QPAttrMask) (QPAttr, QPInitAttr, error) {
 	var resp respFrame[queryQPResp]
 	var f writeFrame[queryQPCmd]
 	f.req = queryQPCmd{Response: resp.ptr(), QPHandle: qp.handle, AttrMask: uint32(mask)}
-	if err := execWrite(qp.pd.ctx.fd, "query_qp", cmdQueryQP, &f, &resp, nil, 0); err != nil {
+	if err := execWrite(qp.pd.ctx, "query_qp", cmdQueryQP, &f, &resp, nil, 0); err != nil {
 		return QPAttr{}, QPInitAttr{}, err
 	}
 	attr := qpAttrFrom(&resp.resp)
@@ -110,7 +110,7 @@ func (qp *QP) PostSendDoorbell() error {
 	var resp respFrame[postSendResp]
 	var f writeFrame[postSendCmd]
 	f.req = postSendCmd{Response: resp.ptr(), QPHandle: qp.handle, WQESize: doorbellWQESize}
-	return execHotWrite(qp.pd.ctx.fd, "post_send", cmdPostSend, &f, &resp)
+	return execHotWrite(qp.pd.ctx, "post_send", cmdPostSend, &f, &resp)
 }
 
 // Destroy destroys the QP (UVERBS_METHOD_QP_DESTROY, or
@@ -145,7 +145,7 @@ func (qp *QP) destroy() (destroyQPResp, error) {
 	var resp respFrame[destroyQPResp]
 	var f writeFrame[destroyQPCmd]
 	f.req = destroyQPCmd{Response: resp.ptr(), QPHandle: qp.handle}
-	err := execWrite(c.fd, verb, cmdDestroyQP, &f, &resp, nil, 0)
+	err := execWrite(c, verb, cmdDestroyQP, &f, &resp, nil, 0)
 	return resp.resp, err
 }
 

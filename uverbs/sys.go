@@ -24,10 +24,15 @@ var _ = [1]struct{}{}[unsafe.Sizeof(ptr64{})-8]
 // returns (the assembly Syscall guarantees that for p; ptr64 fields are
 // GC-visible). A successful command returns its full length.
 // hot selects RawSyscall (see fullIO).
-func writeCmd(fd int, verb string, p unsafe.Pointer, n uintptr, hot bool) error {
+func writeCmd(c *Context, verb string, p unsafe.Pointer, n uintptr, hot bool) error {
 	// The kernel never writes a command partially; a short count (EIO
 	// from fullIO) means fd is not a uverbs device.
-	if errno := fullIO(unix.SYS_WRITE, fd, p, n, hot); errno != 0 {
+	errno := fullIO(c.fd, p, n, hot)
+	// The Context owns the fd and its GC cleanup closes it: it must stay
+	// reachable until the kernel is done with the command, or the fd could
+	// be closed (and reused) under it.
+	runtime.KeepAlive(c)
+	if errno != 0 {
 		return cmdError(verb, errno)
 	}
 	return nil
@@ -36,10 +41,10 @@ func writeCmd(fd int, verb string, p unsafe.Pointer, n uintptr, hot bool) error 
 // ioctlCmd is the one entry point for RDMA_VERBS_IOCTL: hdr points at a
 // struct ib_uverbs_ioctl_hdr followed by its attributes. Pointers inside the
 // attributes are the caller's to keep alive and pinned (see ioctlBuf).
-func ioctlCmd(fd int, verb string, hdr unsafe.Pointer) error {
+func ioctlCmd(c *Context, verb string, hdr unsafe.Pointer) error {
+	defer runtime.KeepAlive(c) // see writeCmd
 	for {
-		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), rdmaVerbsIoctl, uintptr(hdr))
-		runtime.KeepAlive(hdr)
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(c.fd), rdmaVerbsIoctl, uintptr(hdr))
 		switch errno {
 		case 0:
 			return nil
@@ -51,40 +56,56 @@ func ioctlCmd(fd int, verb string, hdr unsafe.Pointer) error {
 }
 
 // readEvent reads one event descriptor of size n into p from an event fd
-// (completion channel or async event fd), retrying EINTR. It returns the raw
-// errno so that callers can keep EAGAIN allocation-free.
+// (completion channel or async event fd), retrying EINTR. Both event fds are
+// non-blocking, so the read never sleeps in the kernel and goes through
+// RawSyscall (see fullIO). It returns the raw errno so that callers can keep
+// EAGAIN allocation-free.
 func readEvent(fd int, p unsafe.Pointer, n uintptr) unix.Errno {
-	return fullIO(unix.SYS_READ, fd, p, n, true) // both event fds are non-blocking
+	for {
+		r, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(p), n)
+		if errno == unix.EINTR {
+			continue
+		}
+		return wholeTransfer(r, n, errno)
+	}
 }
 
-// fullIO is read(2) or write(2) (trap) of exactly n bytes at p, retrying
-// EINTR; any other count is EIO, since uverbs fds transfer whole commands
-// and events or nothing.
+// fullIO is write(2) of exactly n bytes at p, retrying EINTR; any other
+// count is EIO, since uverbs fds take whole commands or nothing.
+//
+// Each branch is a direct call with the pointer conversion in its argument
+// list: only that form keeps *p alive and in place during the call (a frame
+// on a goroutine stack may otherwise move), so the syscall function is never
+// chosen through a variable.
 //
 // With hot set it uses RawSyscall, which skips the scheduler's
 // entersyscall/exitsyscall. That is only for calls that return in
 // microseconds and never sleep in the kernel: the send doorbell (rxe runs
-// its requester inline), req_notify_cq and reads of the non-blocking event
-// fds. In the VM it took a 64-byte rc-pingpong iteration from 245 to 164 us
-// (C: 148). Commands that may sleep (create, destroy) keep Syscall, so the
-// runtime can hand their P to other goroutines and a stop-the-world does
-// not wait on them.
-func fullIO(trap uintptr, fd int, p unsafe.Pointer, n uintptr, hot bool) unix.Errno {
-	syscall := unix.Syscall
-	if hot {
-		syscall = unix.RawSyscall
-	}
+// its requester inline) and req_notify_cq. In the VM it took a 64-byte
+// rc-pingpong iteration from 245 to 164 us (C: 148). Commands that may
+// sleep (create, destroy) keep Syscall, so the runtime can hand their P to
+// other goroutines and a stop-the-world does not wait on them.
+func fullIO(fd int, p unsafe.Pointer, n uintptr, hot bool) unix.Errno {
 	for {
-		r, _, errno := syscall(trap, uintptr(fd), uintptr(p), n)
-		runtime.KeepAlive(p)
-		switch {
-		case errno == unix.EINTR:
-			continue
-		case errno != 0:
-			return errno
-		case r != n:
-			return unix.EIO
+		var r uintptr
+		var errno unix.Errno
+		if hot {
+			r, _, errno = unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(p), n)
+		} else {
+			r, _, errno = unix.Syscall(unix.SYS_WRITE, uintptr(fd), uintptr(p), n)
 		}
-		return 0
+		if errno == unix.EINTR {
+			continue
+		}
+		return wholeTransfer(r, n, errno)
 	}
+}
+
+// wholeTransfer turns a read/write result into an errno: EIO for a short
+// count, which a uverbs fd never produces.
+func wholeTransfer(r, n uintptr, errno unix.Errno) unix.Errno {
+	if errno == 0 && r != n {
+		return unix.EIO
+	}
+	return errno
 }
