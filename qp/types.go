@@ -125,6 +125,8 @@ var (
 	ErrInlineTooLong = rxe.ErrInlineTooLong
 	ErrInvalidWR     = rxe.ErrInvalidWR
 	ErrClosed        = rxe.ErrClosed
+	// ErrDoorbell: the requests were queued but the doorbell failed.
+	ErrDoorbell = rxe.ErrDoorbell
 	// ErrBadState: the QP's state does not allow posting (sends need RTS or
 	// later, receives anything but RESET) (EINVAL).
 	ErrBadState error = &stateError{}

@@ -113,19 +113,23 @@ func (q *QP) Limits() QPLimits {
 // from NewQPFromRings.
 func (q *QP) Verbs() *uverbs.QP { return q.vqp }
 
-// Destroy destroys the kernel QP, then detaches and unmaps both rings. It
+// Destroy destroys the kernel QP while holding the send queue's lock (so no
+// PostSend's doorbell can reach the destroyed QP), then detaches and unmaps
+// both rings. It
 // returns the async event count the kernel reported for the QP. A failed
 // destroy leaves the QP usable and may be retried; once it has succeeded,
 // Destroy does nothing.
 func (q *QP) Destroy() (events uint32, err error) {
+	var destroy func() error
 	if q.vqp != nil {
-		if events, err = q.vqp.Destroy(); err != nil {
-			return 0, err
+		destroy = func() (err error) {
+			events, err = q.vqp.Destroy()
+			return err
 		}
 	}
-	q.sq.mu.Lock()
-	q.sq.ring = nil
-	q.sq.mu.Unlock()
+	if err := q.sq.detach(destroy); err != nil {
+		return 0, err
+	}
 	if q.rq != nil {
 		q.rq.mu.Lock()
 		q.rq.ring = nil

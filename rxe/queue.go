@@ -43,26 +43,32 @@ type sendQueue struct {
 
 // post writes the WQEs past the producer index, where the kernel does not
 // look, and publishes them with one producer store only if every request was
-// valid: a call posts all of wrs or none. It then rings the doorbell once.
+// valid: a call posts all of wrs or none. It then rings the doorbell once,
+// still holding the lock, so that detach (which takes the lock before the
+// kernel QP is destroyed) can never let a doorbell reach a destroyed QP or a
+// handle the kernel has since reused.
+//
+// Once the producer index is published the kernel may consume the WQEs at
+// any time (rxe's requester also runs from its own timers and ACKs), so they
+// cannot be taken back: a failed doorbell is reported as ErrDoorbell, which
+// says the requests are queued.
 func (q *sendQueue) post(wrs []SendWR) error {
 	if len(wrs) == 0 {
 		return nil
 	}
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	r := q.ring
 	if r == nil {
-		q.mu.Unlock()
 		return ErrClosed
 	}
 	if len(wrs) > room(r, q.prod, q.maxWR) {
-		q.mu.Unlock()
 		return ErrQueueFull
 	}
 	idx := q.prod
 	for i := range wrs {
 		n, err := q.check(&wrs[i])
 		if err != nil {
-			q.mu.Unlock()
 			return err
 		}
 		encodeSend(r.slot(idx), &wrs[i], n, q.ssn+uint32(i))
@@ -71,8 +77,25 @@ func (q *sendQueue) post(wrs []SendWR) error {
 	q.prod = idx
 	q.ssn += uint32(len(wrs))
 	r.SetProducer(idx) // publishes the WQEs: all written before this store
-	q.mu.Unlock()
-	return q.db.PostSendDoorbell()
+	if err := q.db.PostSendDoorbell(); err != nil {
+		return &DoorbellError{Err: err}
+	}
+	return nil
+}
+
+// detach stops all further posting; it waits for a post (and its doorbell)
+// under way. destroy runs while the lock is held, so no doorbell can slip
+// in between; if it fails, the queue stays attached and usable.
+func (q *sendQueue) detach(destroy func() error) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if destroy != nil {
+		if err := destroy(); err != nil {
+			return err
+		}
+	}
+	q.ring = nil
+	return nil
 }
 
 // check validates wr against the queue's limits and returns its length.

@@ -121,11 +121,91 @@ func TestPostWithinGrantedDepth(t *testing.T) {
 	}
 }
 
+// A failed doorbell comes after the WQE is published: the error says the
+// request is queued (ErrDoorbell) and carries the doorbell's errno, and the
+// WQE is in the ring, so a caller that retried would post it twice.
 func TestPostSendDoorbellError(t *testing.T) {
 	sq, _, db := testQueues(t, 3, 3, testLimits)
 	db.err = unix.EINVAL
-	if err := sq.post([]SendWR{{Opcode: OpSend}}); !errors.Is(err, unix.EINVAL) {
-		t.Fatalf("err = %v, want the doorbell's EINVAL", err)
+	err := sq.post([]SendWR{{ID: 7, Opcode: OpSend}})
+	if !errors.Is(err, ErrDoorbell) || !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("err = %v, want ErrDoorbell wrapping the doorbell's EINVAL", err)
+	}
+	var de *DoorbellError
+	if !errors.As(err, &de) || de.Err != unix.EINVAL {
+		t.Fatalf("err = %#v, want a *DoorbellError holding EINVAL", err)
+	}
+	if n := sq.ring.Len(); n != 1 {
+		t.Fatalf("ring holds %d WQEs after the failed doorbell, want the 1 queued", n)
+	}
+	if err := sq.post([]SendWR{{Opcode: 99}}); errors.Is(err, ErrDoorbell) {
+		t.Fatalf("an invalid request reported %v: nothing was queued", err)
+	}
+}
+
+// destroyWatchDoorbell fails the test's check if a doorbell rings while, or
+// after, the kernel QP is being destroyed.
+type destroyWatchDoorbell struct {
+	destroying atomic.Bool
+	late       atomic.Int64
+	rung       atomic.Int64
+}
+
+func (d *destroyWatchDoorbell) PostSendDoorbell() error {
+	if d.destroying.Load() {
+		d.late.Add(1)
+	}
+	d.rung.Add(1)
+	return nil
+}
+
+// PostSend racing Destroy (run under -race): every post either rings its
+// doorbell before the destroy begins or fails with ErrClosed; none rings on a
+// destroyed QP, and a failed destroy leaves the queue usable.
+func TestPostSendRacesDestroy(t *testing.T) {
+	for round := 0; round < 50; round++ {
+		db := &destroyWatchDoorbell{}
+		sq, _, err := newQueues(mustRing(t, 256, 63), nil, testLimits, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sq.detach(func() error { return unix.EBUSY }); !errors.Is(err, unix.EBUSY) {
+			t.Fatalf("failed destroy: %v", err)
+		}
+		ring := sq.ring
+		start := make(chan struct{})
+		done := make(chan error, 4)
+		for g := 0; g < 4; g++ {
+			go func() {
+				<-start
+				for {
+					err := sq.post([]SendWR{{Opcode: OpSend}})
+					switch {
+					case errors.Is(err, ErrClosed):
+						done <- nil
+						return
+					case errors.Is(err, ErrQueueFull):
+						ring.SetConsumer(ring.Producer()) // play the kernel
+					case err != nil:
+						done <- err
+						return
+					}
+				}
+			}()
+		}
+		close(start)
+		runtime.Gosched()
+		if err := sq.detach(func() error { db.destroying.Store(true); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		for g := 0; g < 4; g++ {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := db.late.Load(); n != 0 {
+			t.Fatalf("round %d: %d doorbells rang on a destroyed QP", round, n)
+		}
 	}
 }
 

@@ -131,6 +131,24 @@ var (
 	ErrClosed error = &postError{"rxe: queue closed", unix.EBADF}
 )
 
+// ErrDoorbell is matched (errors.Is) by the error PostSend returns when
+// every request was written and published to the kernel but the doorbell
+// command failed: the requests are queued and may still execute (rxe's
+// requester also runs on its own), so they must not be posted again. The
+// error is a *DoorbellError holding the doorbell's error.
+var ErrDoorbell = errors.New("rxe: requests queued, doorbell failed")
+
+// DoorbellError is a failed doorbell after the requests were queued.
+type DoorbellError struct {
+	Err error // the POST_SEND command's error
+}
+
+// Error says the requests were queued and why the doorbell failed.
+func (e *DoorbellError) Error() string { return ErrDoorbell.Error() + ": " + e.Err.Error() }
+
+// Unwrap gives both ErrDoorbell and the doorbell's own error (errno).
+func (e *DoorbellError) Unwrap() []error { return []error{ErrDoorbell, e.Err} }
+
 // ErrNotSupported reports a queue type or feature this provider does not do yet.
 var ErrNotSupported = errors.New("rxe: not supported")
 
