@@ -9,13 +9,15 @@ RUN     ?= .
 ITIMEOUT ?= 20m
 export RXEVM_CACHE := $(CACHE)
 
-.PHONY: soak-server bench-server all setup demo test check unit itest itest-matrix itest-twovm itest-selfcheck soak bench bench-vm test-host rxevm
+.PHONY: soak-server bench-server all setup demo test check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm
 
 all: test
 
+# Static (it copies itself into no image, but stays runnable anywhere), and
+# renamed into place so a concurrent run never executes a half-written file.
 $(RXEVM): FORCE
 	@mkdir -p $(CACHE)
-	@$(GO) build -o $(RXEVM) ./tools/rxevm
+	@CGO_ENABLED=0 $(GO) build -o $(RXEVM).tmp.$$$$ ./tools/rxevm && mv -f $(RXEVM).tmp.$$$$ $(RXEVM)
 
 FORCE:
 
@@ -30,7 +32,7 @@ demo: setup
 	$(RXEVM) run -timeout 5m -- /usr/local/bin/rocev2-demo
 
 ## test: static checks, host unit tests (race detector), then the VM integration tests
-test: check unit itest itest-twovm itest-selfcheck
+test: check unit itest itest-twovm itest-selfcheck itest-example
 
 ## check: cgo-free, gofmt-clean, vet-clean on amd64 and arm64
 check:
@@ -42,16 +44,26 @@ check:
 	$(GO) vet ./...
 	GOARCH=arm64 $(GO) vet ./...
 	$(GO) vet -tags integration ./integration/
+	cd integration/example && $(GO) vet ./... && GOARCH=arm64 $(GO) vet ./...
 
 ## unit: host tests (no RDMA needed; netpoll's namespace tests need root), and every benchmark once so none rots
 unit:
 	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime=1x ./...
+	cd integration/example && $(GO) test -count=1 ./...
 
 ## itest: the integration tests inside the VM; RUN=regexp picks tests by name
 itest: setup
 	CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 -timeout $(ITIMEOUT) \
 		-exec '$(RXEVM) exec' -run '$(RUN)' -v ./integration/
+
+## itest-arm64: the integration tests on Debian's arm64 kernel under qemu-system-aarch64 (TCG); not part of make test
+itest-arm64: rxevm
+	RXEVM_ARCH=arm64 $(RXEVM) setup
+	RXEVM_ARCH=arm64 GOARCH=arm64 CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 -timeout $(or $(ARMTIMEOUT),60m) \
+		-exec '$(RXEVM) exec' -run '$(RUN)' -v ./integration/
+	cd integration/example && GOARCH=arm64 CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) \
+		-exec 'env -u GOARCH $(GO) tool rxevm exec' -v ./...
 
 ## itest-matrix: the integration tests again on Debian 13's kernel (trixie, 6.12); not part of make test
 itest-matrix:
@@ -61,6 +73,10 @@ itest-matrix:
 itest-twovm: setup
 	RXEVM_TOPOLOGY=twovm CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 -timeout $(ITIMEOUT) \
 		-exec '$(RXEVM) exec' -run 'TwoVM' -v ./integration/
+
+## itest-example: the example module's tests, run the way another project runs them: go tool rxevm exec from its own directory
+itest-example: setup
+	cd integration/example && CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) -exec '$(GO) tool rxevm exec' -v ./...
 
 ## itest-selfcheck: a deliberately failing test must make the harness fail, visibly
 itest-selfcheck: setup

@@ -85,6 +85,39 @@ func ipnet(s string) net.IPNet {
 	return *n
 }
 
+// Pair is a veth pair with an IPv4 address on each end and an rxe link on
+// each end, or on the first only (RDMA[1] == ""), like Veth and Loopback
+// but with names and addresses of the caller's choosing, so several can
+// coexist in one namespace.
+type Pair struct {
+	Netdevs [2]string
+	Addrs   [2]net.IPNet
+	RDMA    [2]string
+}
+
+// Endpoints returns the rxe devices the pair carries.
+func (p Pair) Endpoints() []Endpoint {
+	var eps []Endpoint
+	for i := range 2 {
+		if p.RDMA[i] != "" {
+			eps = append(eps, Endpoint{RDMA: p.RDMA[i], Netdev: p.Netdevs[i], Addr: p.Addrs[i]})
+		}
+	}
+	return eps
+}
+
+func defaultPair(k Kind) Pair {
+	p := Pair{
+		Netdevs: [2]string{"veth0", "veth1"},
+		Addrs:   [2]net.IPNet{ipnet("10.99.0.1/24"), ipnet("10.99.0.2/24")},
+		RDMA:    [2]string{"rxe0", "rxe1"},
+	}
+	if k == Loopback {
+		p.RDMA[1] = ""
+	}
+	return p
+}
+
 // Setup creates the veth pair, its addresses and the layout's rxe links, then
 // waits until every rxe device has published the IPv4-mapped GID of its
 // netdev's address (GID index 1), since a QP cannot reach RTR before that.
@@ -93,35 +126,86 @@ func Setup(k Kind) ([]Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	if lo, err := netlink.LinkByName("lo"); err == nil {
-		if err := netlink.LinkSetUp(lo); err != nil {
-			return nil, fmt.Errorf("topology: lo up: %w", err)
-		}
-	}
-	all := eps
 	if k != TwoVMA && k != TwoVMB {
-		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "veth0", MTU: 1500}, PeerName: "veth1"}
-		if err := netlink.LinkAdd(veth); err != nil && !errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("topology: add veth0/veth1: %w", err)
-		}
-		all = []Endpoint{{Netdev: "veth0", Addr: ipnet("10.99.0.1/24")}, {Netdev: "veth1", Addr: ipnet("10.99.0.2/24")}}
+		return SetupPair(defaultPair(k))
 	}
-	for _, e := range all {
+	if err := loUp(); err != nil {
+		return nil, err
+	}
+	for _, e := range eps {
 		if err := upWithAddr(e); err != nil {
 			return nil, err
 		}
 	}
+	return eps, addRxe(eps)
+}
+
+// SetupPair creates p: the veth pair, accept_local=1 and the address on
+// both ends (ARP and RoCE frames between two local addresses are otherwise
+// dropped as martians), the rxe links, and waits for their IPv4-mapped GIDs.
+// On error, what was made is left for TeardownPair.
+func SetupPair(p Pair) ([]Endpoint, error) {
+	if err := loUp(); err != nil {
+		return nil, err
+	}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: p.Netdevs[0], MTU: 1500}, PeerName: p.Netdevs[1]}
+	if err := netlink.LinkAdd(veth); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("topology: add veth pair %s/%s: %w", p.Netdevs[0], p.Netdevs[1], err)
+	}
+	for i := range 2 {
+		if err := upWithAddr(Endpoint{Netdev: p.Netdevs[i], Addr: p.Addrs[i]}); err != nil {
+			return nil, err
+		}
+	}
+	eps := p.Endpoints()
+	return eps, addRxe(eps)
+}
+
+// TeardownPair removes p's rxe links and its veth pair.
+func TeardownPair(p Pair) error {
+	errs := delRxe(p.Endpoints())
+	if l, err := netlink.LinkByName(p.Netdevs[0]); err == nil {
+		if err := netlink.LinkDel(l); err != nil {
+			errs = append(errs, fmt.Errorf("topology: delete %s: %w", p.Netdevs[0], err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func loUp() error {
+	if lo, err := netlink.LinkByName("lo"); err == nil {
+		if err := netlink.LinkSetUp(lo); err != nil {
+			return fmt.Errorf("topology: lo up: %w", err)
+		}
+	}
+	return nil
+}
+
+// addRxe adds an rxe link on each endpoint's netdev and waits for the GIDs.
+func addRxe(eps []Endpoint) error {
 	for _, e := range eps {
 		if err := netlink.RdmaLinkAdd(e.RDMA, "rxe", e.Netdev); err != nil && !errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("topology: rdma link add %s type rxe netdev %s: %w", e.RDMA, e.Netdev, err)
+			return fmt.Errorf("topology: rdma link add %s type rxe netdev %s: %w", e.RDMA, e.Netdev, err)
 		}
 	}
 	for _, e := range eps {
 		if err := waitGID(e, 15*time.Second); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return eps, nil
+	return nil
+}
+
+func delRxe(eps []Endpoint) []error {
+	var errs []error
+	for _, e := range eps {
+		if l, err := netlink.RdmaLinkByName(e.RDMA); err == nil {
+			if err := netlink.RdmaLinkDel(l.Attrs.Name); err != nil {
+				errs = append(errs, fmt.Errorf("topology: rdma link delete %s: %w", e.RDMA, err))
+			}
+		}
+	}
+	return errs
 }
 
 // firstNIC finds the VM's virtio network device, waiting briefly for the
@@ -204,21 +288,16 @@ func waitGID(e Endpoint, limit time.Duration) error {
 
 // Teardown removes the rxe links and the veth pair Setup made.
 func Teardown(k Kind) error {
-	eps, err := Endpoints(k)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, e := range eps {
-		if l, err := netlink.RdmaLinkByName(e.RDMA); err == nil {
-			errs = append(errs, netlink.RdmaLinkDel(l.Attrs.Name))
+	switch k {
+	case TwoVMA, TwoVMB:
+		eps, err := Endpoints(k)
+		if err != nil {
+			return err
 		}
+		return errors.Join(delRxe(eps)...)
+	case Veth, Loopback, "":
+		return TeardownPair(defaultPair(k))
 	}
-	if k == TwoVMA || k == TwoVMB {
-		return errors.Join(errs...)
-	}
-	if l, err := netlink.LinkByName("veth0"); err == nil {
-		errs = append(errs, netlink.LinkDel(l))
-	}
-	return errors.Join(errs...)
+	_, err := Endpoints(k)
+	return err
 }

@@ -2,19 +2,18 @@ package vm
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
+	"time"
 )
 
 // Environment variables that point the harness elsewhere.
 const (
-	EnvCache   = "RXEVM_CACHE"   // cache directory (default <module root>/.cache/rxevm)
+	EnvCache   = "RXEVM_CACHE"   // cache directory (default DefaultCacheDir)
 	EnvKernel  = "RXEVM_KERNEL"  // a bzImage/vmlinuz to boot instead of Debian's
 	EnvModules = "RXEVM_MODULES" // its lib/modules/<version> directory (with modules.dep)
 	EnvSuite   = "RXEVM_SUITE"   // the Debian suite whose kernel boots (default DefaultSuite)
@@ -29,58 +28,109 @@ var PeerPackages = []string{
 	"strace", "libunwind8",
 }
 
+// ForeignPeerPackages are added for a guest architecture other than the
+// host's: the C runtime and the libraries the host would otherwise supply.
+var ForeignPeerPackages = []string{
+	"libc6", "libgcc-s1", "liblzma5", "libudev1", "zlib1g", "libcap2",
+}
+
 // Kernel is a kernel image and its modules.
 type Kernel struct {
 	Image   string // vmlinuz
 	Modules string // lib/modules/<version>
 }
 
-// Cache is the harness's directory of downloaded and unpacked packages.
+// Cache is the harness's directory of downloaded and unpacked packages. It
+// may be shared by several runs at once: everything that changes it happens
+// under Lock, and unpacked trees appear by an atomic rename, complete or not
+// at all.
 type Cache struct {
 	Dir   string
 	Suite string    // Debian suite of the kernel; "" or DefaultSuite is the machine's own
+	Arch  Arch      // guest architecture; the zero value is the host's
 	Log   io.Writer // progress; never stdout, which carries test output
+
+	// exec runs a program and returns its stdout; nil means the real one.
+	// Tests replace it to watch what apt is asked.
+	exec func(dir, name string, args ...string) ([]byte, error)
 }
 
-// DefaultCache returns the cache named by RXEVM_CACHE, or .cache/rxevm under
-// the module root, for the kernel of the suite named by RXEVM_SUITE.
-func DefaultCache(log io.Writer) (*Cache, error) {
-	dir := os.Getenv(EnvCache)
-	if dir == "" {
-		root, err := ModuleRoot()
-		if err != nil {
-			return nil, err
-		}
-		dir = filepath.Join(root, ".cache", "rxevm")
+// DefaultCacheDir is the cache when RXEVM_CACHE is unset: pureverbs/rxevm
+// under the user's cache directory ($XDG_CACHE_HOME or ~/.cache), shared by
+// every project that runs rxevm.
+func DefaultCacheDir() (string, error) {
+	if dir := os.Getenv(EnvCache); dir != "" {
+		return filepath.Abs(dir)
 	}
-	abs, err := filepath.Abs(dir)
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("rxevm: no cache directory (set %s): %w", EnvCache, err)
+	}
+	return filepath.Join(base, "pureverbs", "rxevm"), nil
+}
+
+// DefaultCache returns the cache in DefaultCacheDir for the kernel of the
+// suite named by RXEVM_SUITE, for guests of architecture arch.
+func DefaultCache(arch Arch, log io.Writer) (*Cache, error) {
+	dir, err := DefaultCacheDir()
 	if err != nil {
 		return nil, err
 	}
-	return &Cache{Dir: abs, Suite: os.Getenv(EnvSuite), Log: log}, os.MkdirAll(abs, 0o755)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("rxevm: cache: %w", err)
+	}
+	return &Cache{Dir: dir, Suite: os.Getenv(EnvSuite), Arch: arch, Log: log}, nil
 }
 
-// ModuleRoot walks up from the working directory to the go.mod of this module.
-func ModuleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
+func (c *Cache) arch() Arch {
+	if c.Arch.GOARCH == "" {
+		if a, err := HostArch(); err == nil {
+			return a
+		}
 	}
+	return c.Arch
+}
+
+func (c *Cache) suite() string {
+	if c.Suite == "" {
+		return DefaultSuite
+	}
+	return c.Suite
+}
+
+// aptLockWait is how long run waits for apt's own lock, which other
+// programs on the machine (another project's rxevm, unattended upgrades)
+// may hold: the machine's lists are shared, whatever our cache lock says.
+// aptLockPause is the pause between attempts.
+var (
+	aptLockWait  = 3 * time.Minute
+	aptLockPause = 3 * time.Second
+)
+
+// run runs name in dir ("" for the current directory) and returns its
+// stdout; the error carries stderr. apt-get is run again while it fails
+// because another process holds apt's lock.
+func (c *Cache) run(dir, name string, args ...string) ([]byte, error) {
+	once := c.runOnce
+	if c.exec != nil {
+		once = c.exec
+	}
+	deadline := time.Now().Add(aptLockWait)
 	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.Contains(b, []byte("module github.com/pureverbs/pureverbs\n")) {
-			return dir, nil
+		out, err := once(dir, name, args...)
+		if err == nil || name != "apt-get" || !strings.Contains(err.Error(), "Could not get lock") || time.Now().After(deadline) {
+			return out, err
 		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("rxevm: not inside the pureverbs module (set " + EnvCache + ")")
+		if c.Log != nil {
+			fmt.Fprintln(c.Log, "rxevm: apt is locked by another process; waiting")
 		}
-		dir = parent
+		time.Sleep(aptLockPause)
 	}
 }
 
-func (c *Cache) run(name string, args ...string) ([]byte, error) {
+func (c *Cache) runOnce(dir, name string, args ...string) ([]byte, error) {
 	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
 	// CI has no terminal for debconf to ask on.
 	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 	var stderr bytes.Buffer
@@ -92,11 +142,13 @@ func (c *Cache) run(name string, args ...string) ([]byte, error) {
 	return out, nil
 }
 
-// EnsureHostTools installs qemu and kmod with apt-get when they are missing,
-// refreshing the package lists once if the first attempt fails.
+// EnsureHostTools installs the guest architecture's QEMU and kmod with
+// apt-get when they are missing, refreshing the package lists once if the
+// first attempt fails.
 func (c *Cache) EnsureHostTools() error {
+	a := c.arch()
 	var missing []string
-	for tool, pkg := range map[string]string{"qemu-system-x86_64": "qemu-system-x86", "depmod": "kmod"} {
+	for tool, pkg := range map[string]string{a.QEMU: a.QEMUPkg, "depmod": "kmod"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			missing = append(missing, pkg)
 		}
@@ -104,88 +156,29 @@ func (c *Cache) EnsureHostTools() error {
 	if len(missing) == 0 {
 		return nil
 	}
-	fmt.Fprintf(c.Log, "rxevm: installing %s\n", strings.Join(missing, " "))
-	if _, err := c.run("apt-get", append([]string{"install", "-y", "--no-install-recommends"}, missing...)...); err == nil {
-		return nil
-	}
-	if _, err := c.run("apt-get", "update"); err != nil {
+	unlock, err := c.Lock()
+	if err != nil {
 		return err
 	}
-	_, err := c.run("apt-get", append([]string{"install", "-y", "--no-install-recommends"}, missing...)...)
+	defer unlock()
+	fmt.Fprintf(c.Log, "rxevm: installing %s\n", strings.Join(missing, " "))
+	install := append([]string{"install", "-y", "--no-install-recommends"}, missing...)
+	if _, err := c.run("", "apt-get", install...); err == nil {
+		return nil
+	}
+	if _, err := c.run("", "apt-get", "update"); err != nil {
+		return err
+	}
+	_, err = c.run("", "apt-get", install...)
 	return err
 }
 
-// kernelPackage asks apt, with the suite's options, which linux-image
-// package linux-image-amd64 pulls in.
-func (c *Cache) kernelPackage(apt []string) (string, error) {
-	for attempt := 0; attempt < 2; attempt++ {
-		out, err := c.run("apt-cache", append(apt, "depends", "linux-image-amd64")...)
-		if err == nil {
-			for _, line := range strings.Split(string(out), "\n") {
-				if f := strings.Fields(line); len(f) == 2 && f[0] == "Depends:" && strings.HasPrefix(f[1], "linux-image-") {
-					return f[1], nil
-				}
-			}
-		}
-		if attempt == 0 {
-			if _, err := c.run("apt-get", append(apt, "update")...); err != nil {
-				return "", err
-			}
-		}
-	}
-	return "", errors.New("rxevm: apt-cache names no kernel package for linux-image-amd64")
-}
-
-// unpack downloads pkgs with apt-get download (given the apt options) and
-// extracts them into dir, once: a complete marker makes later calls free.
-func (c *Cache) unpack(dir string, apt []string, pkgs ...string) error {
-	done := filepath.Join(dir, ".complete")
-	if _, err := os.Stat(done); err == nil {
-		return nil
-	}
-	debs := filepath.Join(c.Dir, "debs")
-	if err := os.MkdirAll(debs, 0o755); err != nil {
-		return err
-	}
-	fmt.Fprintf(c.Log, "rxevm: downloading %s\n", strings.Join(pkgs, " "))
-	download := append(append(slices.Clip(apt), "download"), pkgs...)
-	cmd := exec.Command("apt-get", download...)
-	cmd.Dir = debs
-	if out, err := cmd.CombinedOutput(); err != nil {
-		if _, uerr := c.run("apt-get", append(apt, "update")...); uerr != nil {
-			return uerr
-		}
-		cmd = exec.Command("apt-get", download...)
-		cmd.Dir = debs
-		if out2, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("rxevm: apt-get download: %w\n%s%s", err, out, out2)
-		}
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for _, p := range pkgs {
-		matches, _ := filepath.Glob(filepath.Join(debs, p+"_*.deb"))
-		if len(matches) == 0 {
-			return fmt.Errorf("rxevm: apt-get download left no %s_*.deb in %s", p, debs)
-		}
-		for _, m := range matches {
-			if _, err := c.run("dpkg", "-x", m, dir); err != nil {
-				return err
-			}
-		}
-	}
-	return os.WriteFile(done, nil, 0o644)
-}
-
 // Kernel returns the kernel to boot: RXEVM_KERNEL/RXEVM_MODULES when set,
-// otherwise the current linux-image package of the cache's suite, fetched
-// and unpacked into the cache (no install on the host) with modules.dep
-// written by depmod. Each package has its own directory, so the kernels of
-// several suites coexist.
+// otherwise the linux-image package chosen for the cache's suite and
+// architecture (see KernelPackage), fetched and unpacked into the cache (no
+// install on the host) with modules.dep written by depmod. Each package has
+// its own directory, so the kernels of several suites and architectures
+// coexist.
 func (c *Cache) Kernel() (Kernel, error) {
 	if img := os.Getenv(EnvKernel); img != "" {
 		mods := os.Getenv(EnvModules)
@@ -197,41 +190,99 @@ func (c *Cache) Kernel() (Kernel, error) {
 		}
 		return Kernel{Image: img, Modules: mods}, nil
 	}
+	unlock, err := c.Lock()
+	if err != nil {
+		return Kernel{}, err
+	}
+	defer unlock()
 	apt, err := c.aptOptions()
 	if err != nil {
 		return Kernel{}, err
 	}
-	pkg, err := c.kernelPackage(apt)
+	pkg, err := c.KernelPackage(apt)
 	if err != nil {
 		return Kernel{}, err
 	}
 	dir := filepath.Join(c.Dir, "kernel", pkg)
-	if err := c.unpack(dir, apt, pkg); err != nil {
+	if err := c.unpack(dir, apt, []string{pkg}, c.depmod); err != nil {
 		return Kernel{}, err
 	}
+	return kernelIn(dir)
+}
+
+// kernelIn finds the image and the modules directory in an unpacked
+// linux-image package.
+func kernelIn(dir string) (Kernel, error) {
 	imgs, _ := filepath.Glob(filepath.Join(dir, "boot", "vmlinuz-*"))
 	if len(imgs) != 1 {
-		return Kernel{}, fmt.Errorf("rxevm: %s holds %d kernel images, want 1", pkg, len(imgs))
+		return Kernel{}, fmt.Errorf("rxevm: %s holds %d kernel images, want 1", dir, len(imgs))
 	}
 	version := strings.TrimPrefix(filepath.Base(imgs[0]), "vmlinuz-")
-	base := dir
 	mods := filepath.Join(dir, "lib", "modules", version)
 	if _, err := os.Stat(mods); err != nil { // newer packages ship under usr/
-		base = filepath.Join(dir, "usr")
-		mods = filepath.Join(base, "lib", "modules", version)
+		mods = filepath.Join(dir, "usr", "lib", "modules", version)
 	}
 	if _, err := os.Stat(filepath.Join(mods, "modules.dep")); err != nil {
-		if _, err := c.run("depmod", "-b", base, version); err != nil {
-			return Kernel{}, err
-		}
+		return Kernel{}, fmt.Errorf("rxevm: %s: no modules.dep: %w", mods, err)
 	}
 	return Kernel{Image: imgs[0], Modules: mods}, nil
 }
 
+// depmod writes modules.dep into a freshly unpacked kernel package (the
+// package carries none).
+func (c *Cache) depmod(dir string) error {
+	imgs, _ := filepath.Glob(filepath.Join(dir, "boot", "vmlinuz-*"))
+	if len(imgs) != 1 {
+		return fmt.Errorf("rxevm: the kernel package holds %d images, want 1", len(imgs))
+	}
+	version := strings.TrimPrefix(filepath.Base(imgs[0]), "vmlinuz-")
+	base := dir
+	if _, err := os.Stat(filepath.Join(dir, "lib", "modules", version)); err != nil {
+		base = filepath.Join(dir, "usr")
+	}
+	_, err := c.run("", "depmod", "-b", base, version)
+	return err
+}
+
 // Peers returns the directory holding rdma-core's C tools, unpacked. They
 // come from the machine's own suite whatever the kernel's: the uverbs ABI
-// they speak is kept stable across kernels.
+// they speak is kept stable across kernels. A foreign architecture's tools
+// come with that architecture's C runtime.
 func (c *Cache) Peers() (string, error) {
-	dir := filepath.Join(c.Dir, "peers")
-	return dir, c.unpack(dir, nil, PeerPackages...)
+	unlock, err := c.Lock()
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	a := c.arch()
+	if !a.Foreign() {
+		dir := filepath.Join(c.Dir, "peers")
+		return dir, c.unpack(dir, nil, PeerPackages, nil)
+	}
+	apt, err := (&Cache{Dir: c.Dir, Arch: a, Log: c.Log, exec: c.exec}).aptOptions()
+	if err != nil {
+		return "", err
+	}
+	if err := c.ensureLists(apt); err != nil {
+		return "", err
+	}
+	dir := filepath.Join(c.Dir, "peers-"+a.Deb)
+	return dir, c.unpack(dir, apt, append(append([]string{}, PeerPackages...), ForeignPeerPackages...), nil)
+}
+
+// ensureLists runs apt-get update for a private apt state that has never
+// been fetched (the machine's own lists, apt == nil, are left alone).
+func (c *Cache) ensureLists(apt []string) error {
+	if apt == nil {
+		return nil
+	}
+	for _, o := range apt {
+		if dir, ok := strings.CutPrefix(o, "-oDir::State::Lists="); ok {
+			if m, _ := filepath.Glob(filepath.Join(dir, "*_Packages*")); len(m) > 0 {
+				return nil
+			}
+		}
+	}
+	_, err := c.run("", "apt-get", append(apt, "update")...)
+	return err
 }

@@ -15,7 +15,8 @@ import (
 // Image describes one initramfs: the guest /init, the plan, the kernel
 // modules and every program the plan may run.
 type Image struct {
-	Init    string            // the static guestinit binary
+	Init    string            // the static guest /init (rxevm built for the guest)
+	Arch    Arch              // the guest's architecture; the zero value is the host's
 	Plan    *Plan             // Plan.Modules is filled in by Build
 	Kernel  Kernel            // modules come from Kernel.Modules
 	Peers   string            // unpacked rdma-core packages; "" leaves the C tools out
@@ -51,7 +52,13 @@ func (im *Image) Build(path string) error {
 		im.Plan.Modules = append(im.Plan.Modules, guest)
 	}
 	if im.Peers != "" {
-		if err := addPeers(a, im.Peers); err != nil {
+		arch := im.Arch
+		if arch.GOARCH == "" {
+			if arch, err = HostArch(); err != nil {
+				return err
+			}
+		}
+		if err := addPeers(a, im.Peers, arch); err != nil {
 			return err
 		}
 	}
@@ -87,9 +94,12 @@ func (im *Image) Build(path string) error {
 }
 
 // addPeers copies rdma-core's programs, the librxe provider libibverbs
-// dlopens (which ldd cannot see) and every shared library ldd names.
-func addPeers(a *Archive, root string) error {
-	const multiarch = "usr/lib/x86_64-linux-gnu"
+// dlopens (which ldd cannot see) and every shared library they need: found
+// by ldd with the host's C runtime for the host's architecture, and from
+// the ELF files' own DT_NEEDED entries within the unpacked tree (which
+// holds that architecture's C runtime) for a foreign one.
+func addPeers(a *Archive, root string, arch Arch) error {
+	multiarch := "usr/lib/" + arch.Triple
 	var elfs []string
 	bins, _ := filepath.Glob(filepath.Join(root, "usr/bin/*"))
 	for _, b := range bins {
@@ -113,9 +123,23 @@ func addPeers(a *Archive, root string) error {
 	if err := a.File("/etc/libibverbs.d/rxe.driver", filepath.Join(root, "etc/libibverbs.d/rxe.driver")); err != nil {
 		return err
 	}
+	if arch.Foreign() {
+		libs, err := neededIn(root, arch.Triple, elfs, []string{"libgcc_s.so.1"})
+		if err != nil {
+			return err
+		}
+		for _, l := range libs {
+			if !a.Has(l.guest) {
+				if err := a.File(l.guest, l.host); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
 	// Loaded with dlopen by libgcc users (rping's pthread_cancel) and not named by ldd.
-	extra := []string{"/lib/x86_64-linux-gnu/libgcc_s.so.1"}
-	libPath := strings.Join([]string{filepath.Join(root, multiarch), filepath.Join(root, "lib/x86_64-linux-gnu")}, ":")
+	extra := []string{"/lib/" + arch.Triple + "/libgcc_s.so.1"}
+	libPath := strings.Join([]string{filepath.Join(root, multiarch), filepath.Join(root, "lib", arch.Triple)}, ":")
 	for _, e := range elfs {
 		libs, err := sharedLibs(e, libPath)
 		if err != nil {

@@ -21,9 +21,10 @@ var NICModules = []string{"virtio_pci", "virtio_net"}
 
 // ModuleIndex is a kernel's modules.dep, keyed by module name.
 type ModuleIndex struct {
-	dir  string              // the lib/modules/<version> directory
-	path map[string]string   // name -> path relative to dir
-	deps map[string][]string // name -> names it depends on
+	dir     string              // the lib/modules/<version> directory
+	path    map[string]string   // name -> path relative to dir
+	deps    map[string][]string // name -> names it depends on
+	builtin map[string]bool     // names in modules.builtin: nothing to load
 }
 
 // moduleName turns "kernel/net/ipv4/udp_tunnel.ko.xz" into "udp_tunnel";
@@ -36,14 +37,21 @@ func moduleName(p string) string {
 	return strings.ReplaceAll(base, "-", "_")
 }
 
-// LoadModuleIndex reads dir/modules.dep.
+// LoadModuleIndex reads dir/modules.dep and, when present, modules.builtin
+// (modules compiled into the kernel, which Resolve skips: a driver that is a
+// module on one architecture's kernel may be built in on another's).
 func LoadModuleIndex(dir string) (*ModuleIndex, error) {
 	f, err := os.Open(filepath.Join(dir, "modules.dep"))
 	if err != nil {
 		return nil, fmt.Errorf("rxevm: %w (run depmod -b on the kernel tree)", err)
 	}
 	defer f.Close()
-	idx := &ModuleIndex{dir: dir, path: map[string]string{}, deps: map[string][]string{}}
+	idx := &ModuleIndex{dir: dir, path: map[string]string{}, deps: map[string][]string{}, builtin: map[string]bool{}}
+	if b, err := os.ReadFile(filepath.Join(dir, "modules.builtin")); err == nil {
+		for _, line := range strings.Fields(string(b)) {
+			idx.builtin[moduleName(line)] = true
+		}
+	}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -75,6 +83,10 @@ func (idx *ModuleIndex) Resolve(names ...string) ([]string, error) {
 			return nil
 		}
 		p, ok := idx.path[n]
+		if !ok && idx.builtin[n] {
+			state[n] = 2
+			return nil
+		}
 		if !ok {
 			if from != "" {
 				return fmt.Errorf("rxevm: module %s (needed by %s) is not in %s/modules.dep", n, from, idx.dir)

@@ -82,3 +82,21 @@ func TestLoadModuleIndexWithoutDepmod(t *testing.T) {
 		t.Fatal("a tree without modules.dep was accepted")
 	}
 }
+
+func TestResolveSkipsBuiltinModules(t *testing.T) {
+	dir := writeDep(t, "kernel/d/virtio_console.ko: kernel/d/virtio.ko\n")
+	if err := os.WriteFile(filepath.Join(dir, "modules.builtin"), []byte("kernel/d/virtio.ko\nkernel/d/virtio_pci.ko\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := LoadModuleIndex(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := idx.Resolve("virtio_pci", "virtio_console")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"kernel/d/virtio_console.ko"}, got); d != "" {
+		t.Fatalf("built-in modules are not skipped (-want +got):\n%s", d)
+	}
+}

@@ -4,7 +4,7 @@
 // carries the guest's exit status back out.
 //
 // QEMU's own exit status says nothing about the tests, so the guest's /init
-// (package guestinit) prints a result marker on a dedicated serial port; a
+// (package guest) prints a result marker on a dedicated serial port; a
 // run without that marker is a failure, whatever QEMU returned.
 package vm
 
@@ -62,6 +62,8 @@ type Plan struct {
 	Commands []Command `json:"commands"`
 	// Env is added to every command's environment.
 	Env []string `json:"env,omitempty"`
+	// Output is the guest device the host reads results from (Arch.Output).
+	Output string `json:"output,omitempty"`
 }
 
 // ReadPlan loads a Plan written by WritePlan.

@@ -18,44 +18,77 @@ const DefaultSuite = "bookworm"
 var machineSources = []string{"/etc/apt/sources.list", "/etc/apt/sources.list.d/*.list", "/etc/apt/sources.list.d/*.sources"}
 
 // aptOptions returns the options that point apt-get and apt-cache at the
-// state for the cache's suite: none for DefaultSuite (the machine's own),
-// otherwise sources, lists, archives and preferences under apt/<suite> in
-// the cache, so fetching another release's kernel leaves the machine's apt
-// lists as they were.
+// state for the cache's suite and architecture: none for DefaultSuite on
+// the host's architecture (the machine's own), otherwise sources, lists,
+// archives and preferences under apt/<suite> (apt/<suite>-<arch> for a
+// foreign architecture) in the cache, so fetching another release's or
+// architecture's kernel leaves the machine's apt lists as they were.
 func (c *Cache) aptOptions() ([]string, error) {
-	if c.Suite == "" || c.Suite == DefaultSuite {
+	suite := c.Suite
+	if suite == "" {
+		suite = DefaultSuite
+	}
+	foreign := c.Arch.GOARCH != "" && c.Arch.Foreign()
+	if suite == DefaultSuite && !foreign {
 		return nil, nil
 	}
-	entry, err := machineSuiteSource(DefaultSuite, c.Suite)
+	entry, err := machineSuiteSource(DefaultSuite, suite)
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(c.Dir, "apt", c.Suite)
+	name := suite
+	if foreign {
+		name += "-" + c.Arch.Deb
+	}
+	dir := filepath.Join(c.Dir, "apt", name)
 	parts := filepath.Join(dir, "sources.list.d")
 	for _, d := range []string{parts, filepath.Join(dir, "lists", "partial"), filepath.Join(dir, "cache", "archives", "partial")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
 	}
-	src := filepath.Join(parts, c.Suite+".sources")
+	src := filepath.Join(parts, suite+".sources")
 	if old, err := os.ReadFile(src); err != nil || !bytes.Equal(old, []byte(entry)) {
-		if err := os.WriteFile(src, []byte(entry), 0o644); err != nil {
+		if err := writeFileAtomic(src, []byte(entry)); err != nil {
 			return nil, err
 		}
 	}
-	return []string{
+	opts := []string{
 		"-oDir::Etc::SourceList=/dev/null",
 		"-oDir::Etc::SourceParts=" + parts,
 		"-oDir::Etc::Preferences=/dev/null",
 		"-oDir::Etc::PreferencesParts=/dev/null",
 		"-oDir::State::Lists=" + filepath.Join(dir, "lists"),
 		"-oDir::Cache=" + filepath.Join(dir, "cache"),
-	}, nil
+	}
+	if foreign {
+		opts = append(opts, "-oAPT::Architecture="+c.Arch.Deb, "-oAPT::Architectures="+c.Arch.Deb)
+	}
+	return opts, nil
 }
 
-// machineSuiteSource reads the machine's apt sources and returns a sources
-// entry for suite to on the mirror that serves suite from.
+// machineSuiteSource reads the machine's apt sources and returns sources
+// entries for suite to on the mirror that serves suite from, followed by
+// to-updates and to-security where the machine has from-updates and
+// from-security (the current kernel package is often a security update).
 func machineSuiteSource(from, to string) (string, error) {
+	var entries []string
+	for i, suffix := range []string{"", "-updates", "-security"} {
+		e, ok := machineEntry(from+suffix, to+suffix)
+		if !ok {
+			if i == 0 {
+				return "", fmt.Errorf("rxevm: no apt source for %s with component main in %s, to take the mirror for %s from",
+					from, strings.Join(machineSources, " "), to)
+			}
+			continue
+		}
+		entries = append(entries, e)
+	}
+	return strings.Join(entries, "\n"), nil
+}
+
+// machineEntry is suiteSource over the machine's source files.
+func machineEntry(from, to string) (string, bool) {
 	for _, pattern := range machineSources {
 		names, _ := filepath.Glob(pattern)
 		for _, name := range names {
@@ -64,12 +97,11 @@ func machineSuiteSource(from, to string) (string, error) {
 				continue
 			}
 			if e, ok := suiteSource(name, string(b), from, to); ok {
-				return e, nil
+				return e, true
 			}
 		}
 	}
-	return "", fmt.Errorf("rxevm: no apt source for %s with component main in %s, to take the mirror for %s from",
-		from, strings.Join(machineSources, " "), to)
+	return "", false
 }
 
 // suiteSource finds the first "deb" entry of an apt sources file (one-line

@@ -140,13 +140,38 @@ func TestAptOptionsKeepMachineState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(trixieEntry, string(b)); diff != "" {
+	want3 := trixieEntry + "\n" + strings.Replace(trixieEntry, "trixie", "trixie-updates", 1) + "\n" +
+		strings.Replace(strings.Replace(trixieEntry, "trixie", "trixie-security", 1), "debian\n", "debian-security\n", 1)
+	if diff := cmp.Diff(want3, string(b)); diff != "" {
 		t.Errorf("trixie.sources (-want +got):\n%s", diff)
 	}
 	for _, d := range []string{"lists/partial", "cache/archives/partial"} {
 		if fi, err := os.Stat(filepath.Join(dir, d)); err != nil || !fi.IsDir() {
 			t.Errorf("%s: not made (%v)", d, err)
 		}
+	}
+
+	// A foreign architecture gets a state of its own even for the machine's suite.
+	arm := &Cache{Dir: t.TempDir(), Arch: ARM64}
+	opts, err = arm.aptOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	adir := filepath.Join(arm.Dir, "apt", "bookworm-arm64")
+	if diff := cmp.Diff([]string{
+		"-oDir::Etc::SourceList=/dev/null",
+		"-oDir::Etc::SourceParts=" + filepath.Join(adir, "sources.list.d"),
+		"-oDir::Etc::Preferences=/dev/null",
+		"-oDir::Etc::PreferencesParts=/dev/null",
+		"-oDir::State::Lists=" + filepath.Join(adir, "lists"),
+		"-oDir::Cache=" + filepath.Join(adir, "cache"),
+		"-oAPT::Architecture=arm64", "-oAPT::Architectures=arm64",
+	}, opts); diff != "" {
+		t.Errorf("arm64 options (-want +got):\n%s", diff)
+	}
+	if b, err := os.ReadFile(filepath.Join(adir, "sources.list.d", "bookworm.sources")); err != nil ||
+		!strings.Contains(string(b), "Suites: bookworm-security\n") || !strings.Contains(string(b), "Suites: bookworm\n") {
+		t.Errorf("arm64 sources lack the release or its security suite: %q, %v", b, err)
 	}
 
 	machineSources = []string{filepath.Join(etc, "*.list")}

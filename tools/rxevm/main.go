@@ -1,19 +1,33 @@
 // Command rxevm runs programs and tests against real rdma_rxe inside a QEMU
 // VM booted with Debian's kernel, for hosts whose own kernel has no
-// InfiniBand support.
+// InfiniBand support. It works from any Go module:
+//
+//	go get -tool github.com/pureverbs/pureverbs/tools/rxevm
+//	CGO_ENABLED=0 go test -exec 'go tool rxevm exec' ./...
+//
+// Commands:
 //
 //	rxevm setup                         install qemu, fetch and cache the kernel and rdma-core's tools
 //	rxevm exec BINARY [ARGS...]         run a test binary in the VM (for go test -exec)
-//	rxevm run [-topology T] -- CMD...   run guest commands, e.g. /usr/local/bin/rxe-info
+//	rxevm run [-topology T] [-extra F] -- CMD...   run guest commands, e.g. /usr/local/bin/rxe-info
 //	rxevm host-setup [-topology T]      build the same topology on this host (needs rdma_rxe here)
 //	rxevm host-teardown [-topology T]   remove it again
 //
-// RXEVM_SUITE=trixie boots Debian 13's kernel instead of the machine's
-// own (bookworm's), fetched with an apt state of its own in the cache.
+// The guest's /init is rxevm itself, built statically for the guest from
+// the pureverbs version this rxevm was built from (see vm.SourceDir); it
+// runs the guest side when it finds itself PID 1. Without a pureverbs source
+// to build from, a static rxevm (CGO_ENABLED=0) copies itself in as /init
+// instead, and the image has no pureverbs tools. Every other command under
+// pureverbs' tools/ is built the same way and placed at /usr/local/bin;
+// rdma-core's C tools (ibv_rc_pingpong, perftest, ...) are at /usr/bin, and
+// RXEVM_EXTRA=prog[:guestpath],... adds programs of your own. The exit
+// status is the guest's.
 //
-// Every Go program under tools/ is built statically into the image at
-// /usr/local/bin; rdma-core's C tools (ibv_rc_pingpong, perftest, ...) are
-// at /usr/bin. The exit status is the guest's.
+// The cache (kernels, C tools) is $XDG_CACHE_HOME/pureverbs/rxevm unless
+// RXEVM_CACHE names another; it is shared safely between projects and
+// concurrent runs. RXEVM_ARCH=arm64 boots Debian's arm64 kernel under
+// qemu-system-aarch64 (test binaries built with GOARCH=arm64 select it by
+// themselves); RXEVM_SUITE=trixie boots Debian 13's kernel.
 package main
 
 import (
@@ -24,29 +38,34 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
 	"github.com/pureverbs/pureverbs/integration/topology"
 	"github.com/pureverbs/pureverbs/integration/vm"
+	"github.com/pureverbs/pureverbs/integration/vm/guest"
 )
 
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
   rxevm setup
   rxevm exec BINARY [ARGS...]
-  rxevm run [-topology veth|loopback|twovm] [-timeout D] -- GUEST-COMMAND [ARGS...]
+  rxevm run [-topology veth|loopback|twovm] [-timeout D] [-extra PATH[:GUEST],...] -- GUEST-COMMAND [ARGS...]
   rxevm host-setup [-topology veth|loopback]
   rxevm host-teardown [-topology veth|loopback]
-environment: RXEVM_CACHE, RXEVM_SUITE (kernel's Debian suite, default bookworm), RXEVM_KERNEL + RXEVM_MODULES,
-  RXEVM_KVM=1, RXEVM_TOPOLOGY, RXEVM_TIMEOUT, RXEVM_MEM (MiB)`)
+environment: RXEVM_CACHE, RXEVM_ARCH (amd64, arm64), RXEVM_SUITE (kernel's Debian suite, default bookworm),
+  RXEVM_KERNEL_PACKAGE, RXEVM_KERNEL_REFRESH=1, RXEVM_KERNEL + RXEVM_MODULES, RXEVM_KVM=1, RXEVM_TOPOLOGY,
+  RXEVM_TIMEOUT, RXEVM_MEM (MiB), RXEVM_EXTRA (programs to add: path[:guest path],...), RXEVM_SOURCE`)
 	os.Exit(2)
 }
 
 func main() {
+	if os.Getpid() == 1 {
+		guest.Main() // we are the VM's /init
+	}
 	if len(os.Args) < 2 {
 		usage()
 	}
@@ -100,7 +119,11 @@ func envOr(name, def string) string {
 }
 
 func setup() error {
-	c, err := vm.DefaultCache(os.Stderr)
+	arch, err := vm.ArchFromEnv()
+	if err != nil {
+		return err
+	}
+	c, err := vm.DefaultCache(arch, os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -115,79 +138,120 @@ func setup() error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "rxevm: kernel %s\nrxevm: modules %s\nrxevm: rdma-core tools %s\n", k.Image, k.Modules, peers)
+	fmt.Fprintf(os.Stderr, "rxevm: %s kernel %s\nrxevm: modules %s\nrxevm: rdma-core tools %s\n", arch.GOARCH, k.Image, k.Modules, peers)
 	return nil
 }
 
-// prepared is a cache with everything a boot needs.
+// prepared is a cache with everything a boot needs, and the run's own
+// directory (programs, images, console logs), which no other run touches.
 type prepared struct {
 	cache  *vm.Cache
+	arch   vm.Arch
 	kernel vm.Kernel
 	peers  string
-	bin    string // static Go binaries: guestinit and tools
-	tools  []string
+	dir    string
+	progs  vm.GuestPrograms
+	extra  map[string]string // guest path -> host file, from RXEVM_EXTRA / -extra
 }
 
-func prepare() (*prepared, error) {
-	c, err := vm.DefaultCache(os.Stderr)
+func prepare(arch vm.Arch, extra string) (*prepared, error) {
+	c, err := vm.DefaultCache(arch, os.Stderr)
 	if err != nil {
 		return nil, err
 	}
 	if err := c.EnsureHostTools(); err != nil {
 		return nil, err
 	}
-	p := &prepared{cache: c, bin: filepath.Join(c.Dir, "bin")}
+	p := &prepared{cache: c, arch: arch}
+	if p.extra, err = parseExtra(extra, arch); err != nil {
+		return nil, err
+	}
 	if p.kernel, err = c.Kernel(); err != nil {
 		return nil, err
 	}
 	if p.peers, err = c.Peers(); err != nil {
 		return nil, err
 	}
-	return p, p.buildGo()
+	runs := filepath.Join(c.Dir, "runs")
+	if err := os.MkdirAll(runs, 0o755); err != nil {
+		return nil, err
+	}
+	if p.dir, err = os.MkdirTemp(runs, "run-"); err != nil {
+		return nil, err
+	}
+	src, err := sourceDir()
+	if err != nil {
+		// No pureverbs source to build from: this very binary can still be
+		// the guest's /init, without the pureverbs tools.
+		self, serr := selfAsInit(arch)
+		if serr != nil {
+			os.RemoveAll(p.dir)
+			return nil, fmt.Errorf("%w\n%w", err, serr)
+		}
+		fmt.Fprintf(os.Stderr, "rxevm: %v\nrxevm: booting with this rxevm as /init and without pureverbs' tools\n", err)
+		p.progs = vm.GuestPrograms{Init: self}
+		return p, nil
+	}
+	if p.progs, err = vm.BuildGuest(src, arch, filepath.Join(p.dir, "bin")); err != nil {
+		os.RemoveAll(p.dir)
+		return nil, err
+	}
+	return p, nil
 }
 
-// buildGo builds guestinit and every command under tools/ (but rxevm) as
-// static binaries; Go's build cache makes repeat runs cheap.
-func (p *prepared) buildGo() error {
-	root, err := vm.ModuleRoot()
+func sourceDir() (string, error) {
+	origin, err := vm.SelfOrigin()
 	if err != nil {
-		return err
+		return "", err
 	}
-	list := exec.Command("go", "list", "-f", "{{if eq .Name \"main\"}}{{.ImportPath}}{{end}}", "./tools/...")
-	list.Dir = root
-	out, err := list.Output()
+	return vm.SourceDir(origin)
+}
+
+// selfAsInit returns this executable when it can be the guest's /init: built
+// for the guest's architecture and static (CGO_ENABLED=0).
+func selfAsInit(arch vm.Arch) (string, error) {
+	self, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("rxevm: go list ./tools/...: %w", err)
+		return "", fmt.Errorf("rxevm: cannot be the guest's /init: %w", err)
 	}
-	pkgs := []string{"./integration/vm/guestinit"}
-	for _, pkg := range strings.Fields(string(out)) {
-		if filepath.Base(pkg) != "rxevm" {
-			pkgs = append(pkgs, pkg)
-			p.tools = append(p.tools, filepath.Base(pkg))
-		}
+	if arch.Foreign() {
+		return "", fmt.Errorf("rxevm: cannot be the %s guest's /init: it is built for %s", arch.GOARCH, runtime.GOARCH)
 	}
-	if err := os.RemoveAll(p.bin); err != nil {
-		return err
+	static, err := vm.IsStatic(self)
+	if err != nil {
+		return "", err
 	}
-	if err := os.MkdirAll(p.bin, 0o755); err != nil {
-		return err
+	if !static {
+		return "", fmt.Errorf("rxevm: cannot be the guest's /init: %s is dynamically linked (build it with CGO_ENABLED=0)", self)
 	}
-	build := exec.Command("go", append([]string{"build", "-trimpath", "-o", p.bin + "/"}, pkgs...)...)
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("rxevm: go build %s: %w", strings.Join(pkgs, " "), err)
+	return self, nil
+}
+
+// finish removes the run's directory after a passing run; after a failing
+// one it keeps the console logs and removes only the programs and images.
+func (p *prepared) finish(status int, err error) {
+	if status == 0 && err == nil {
+		os.RemoveAll(p.dir)
+		return
 	}
-	return nil
+	os.RemoveAll(filepath.Join(p.dir, "bin"))
+	images, _ := filepath.Glob(filepath.Join(p.dir, "*", "initrd.cpio"))
+	for _, im := range images {
+		os.Remove(im)
+	}
 }
 
 // boot builds an image around plan and files and runs it; a two-VM plan
 // boots a pair.
-func (p *prepared) boot(ctx context.Context, plan *vm.Plan, files map[string]string, timeout time.Duration) (int, error) {
-	for _, t := range p.tools {
-		files["/usr/local/bin/"+t] = filepath.Join(p.bin, t)
+func (p *prepared) boot(ctx context.Context, plan *vm.Plan, files map[string]string, timeout time.Duration) (status int, err error) {
+	defer func() { p.finish(status, err) }()
+	for t, host := range p.progs.Tools {
+		files["/usr/local/bin/"+t] = host
 	}
+	for g, host := range p.extra {
+		files[g] = host
+	}
+	plan.Output = p.arch.Output
 	if plan.Topology != vm.TopologyTwoVM {
 		return p.bootOne(ctx, *plan, files, timeout, nil, os.Stdout)
 	}
@@ -227,20 +291,17 @@ func (p *prepared) bootPair(ctx context.Context, plan vm.Plan, files map[string]
 }
 
 func (p *prepared) bootOne(ctx context.Context, plan vm.Plan, files map[string]string, timeout time.Duration, extra []string, out io.Writer) (int, error) {
-	runs := filepath.Join(p.cache.Dir, "runs")
-	if err := os.MkdirAll(runs, 0o755); err != nil {
-		return 1, err
-	}
-	dir, err := os.MkdirTemp(runs, "run-")
+	dir, err := os.MkdirTemp(p.dir, "vm-")
 	if err != nil {
 		return 1, err
 	}
-	modules := vm.RxeModules
+	modules := append(append([]string{}, p.arch.OutputModules...), vm.RxeModules...)
 	if extra != nil {
-		modules = append(append([]string{}, vm.NICModules...), vm.RxeModules...)
+		modules = append(append([]string{}, vm.NICModules...), modules...)
 	}
 	im := vm.Image{
-		Init:    filepath.Join(p.bin, "guestinit"),
+		Init:    p.progs.Init,
+		Arch:    p.arch,
 		Plan:    &plan,
 		Kernel:  p.kernel,
 		Peers:   p.peers,
@@ -254,19 +315,17 @@ func (p *prepared) bootOne(ctx context.Context, plan vm.Plan, files map[string]s
 	mem := 0
 	fmt.Sscan(os.Getenv("RXEVM_MEM"), &mem)
 	b := vm.Boot{
-		Kernel: p.kernel.Image, Initrd: initrd, Dir: dir, Timeout: timeout, MemMB: mem,
+		Kernel: p.kernel.Image, Initrd: initrd, Dir: dir, Timeout: timeout, MemMB: mem, Arch: p.arch,
 		KVM: os.Getenv(vm.EnvKVM) == "1", Output: out, Log: os.Stderr, Extra: extra,
 	}
 	res, err := b.Run(ctx)
-	if err == nil && res.Status == 0 {
-		os.RemoveAll(dir)
-		return 0, nil
-	}
-	os.Remove(initrd) // keep console.log for a look, not the image
 	if err != nil {
 		return 1, err
 	}
-	return res.Status, fmt.Errorf("rxevm: guest exit status %d (console: %s)", res.Status, res.Console)
+	if res.Status != 0 {
+		return res.Status, fmt.Errorf("rxevm: guest exit status %d (console: %s)", res.Status, res.Console)
+	}
+	return 0, nil
 }
 
 func freePort() (int, error) {
@@ -339,7 +398,11 @@ func vmTimeout(args []string) time.Duration {
 }
 
 func execTest(ctx context.Context, binary string, args []string) (int, error) {
-	p, err := prepare()
+	arch, err := vm.SelectArch(os.Getenv(vm.EnvArch), binary)
+	if err != nil {
+		return 1, err
+	}
+	p, err := prepare(arch, os.Getenv(envExtra))
 	if err != nil {
 		return 1, err
 	}
@@ -353,11 +416,12 @@ func execTest(ctx context.Context, binary string, args []string) (int, error) {
 	return p.boot(ctx, plan, map[string]string{guest: binary}, timeout)
 }
 
-// passEnv forwards the RXEVM_* settings tests read (e.g. RXEVM_SOAK) into the guest.
+// passEnv forwards the RXEVM_* and RXETEST_* settings tests read (e.g.
+// RXEVM_SOAK) into the guest.
 func passEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "RXEVM_") && !strings.HasPrefix(kv, "RXEVM_TOPOLOGY=") {
+		if (strings.HasPrefix(kv, "RXEVM_") || strings.HasPrefix(kv, "RXETEST_")) && !strings.HasPrefix(kv, "RXEVM_TOPOLOGY=") {
 			env = append(env, kv)
 		}
 	}
@@ -368,11 +432,16 @@ func runCommands(ctx context.Context, args []string) (int, error) {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	topo := fs.String("topology", string(topologyFromEnv()), "veth, loopback or twovm")
 	timeout := fs.Duration("timeout", 5*time.Minute, "limit for the whole VM run")
+	extra := fs.String("extra", os.Getenv(envExtra), "static programs to add: PATH[:GUEST-PATH],... (default /usr/local/bin/<name>)")
 	fs.Parse(args)
 	if fs.NArg() == 0 {
 		return 2, errors.New("rxevm run: no guest command given")
 	}
-	p, err := prepare()
+	arch, err := vm.ArchFromEnv()
+	if err != nil {
+		return 1, err
+	}
+	p, err := prepare(arch, *extra)
 	if err != nil {
 		return 1, err
 	}

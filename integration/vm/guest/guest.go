@@ -1,9 +1,10 @@
-// Command guestinit is /init in the rxevm initramfs: it mounts the kernel's
-// filesystems, loads the rdma_rxe modules, builds the planned topology, runs
-// the planned commands with their output on the second serial port, prints
-// the run's exit marker and powers the VM off. There is no shell in the image;
-// everything the guest does is here.
-package main
+// Package guest is /init in the rxevm initramfs: rxevm itself, built
+// statically for the guest, runs Main when it finds itself PID 1. It mounts
+// the kernel's filesystems, loads the planned kernel modules, builds the
+// planned topology, runs the planned commands with their output on the
+// plan's output port, prints the run's exit marker and powers the VM off.
+// There is no shell in the image; everything the guest does is here.
+package guest
 
 import (
 	"context"
@@ -12,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"time"
 
@@ -21,10 +23,10 @@ import (
 	"github.com/pureverbs/pureverbs/integration/vm"
 )
 
-// The host reads ttyS1 for results; the kernel's console is ttyS0.
-const outputPort = "/dev/ttyS1"
-
-func main() {
+// Main runs the plan at vm.PlanPath and powers the machine off; it never
+// returns. Until the output port is open, messages go to the kernel's
+// console (which the host prints when no exit marker arrives).
+func Main() {
 	status := 1
 	out := io.Writer(os.Stderr)
 	defer func() {
@@ -35,33 +37,35 @@ func main() {
 		fmt.Fprintf(out, "\n%s %d\n", vm.ExitMarker, status)
 		unix.Sync()
 		unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+		select {} // PID 1 must not exit: that panics the kernel
 	}()
 	if err := mountAll(); err != nil {
 		fmt.Fprintln(out, "rxevm-init:", err)
 		return
 	}
-	tty, err := openOutput()
+	plan, err := vm.ReadPlan(vm.PlanPath)
+	if err != nil {
+		fmt.Fprintln(out, "rxevm-init:", err)
+		return
+	}
+	// The modules come first: the output port's driver may be one of them.
+	for _, m := range plan.Modules {
+		if err := loadModule(m); err != nil {
+			fmt.Fprintln(out, "rxevm-init:", err)
+			return
+		}
+	}
+	tty, err := openOutput(plan.Output)
 	if err != nil {
 		fmt.Fprintln(out, "rxevm-init:", err)
 		return
 	}
 	out = tty
 	fmt.Fprintln(out, vm.StartMarker)
-	status = run(out)
+	status = run(out, plan)
 }
 
-func run(out io.Writer) int {
-	plan, err := vm.ReadPlan(vm.PlanPath)
-	if err != nil {
-		fmt.Fprintln(out, "rxevm-init:", err)
-		return 1
-	}
-	for _, m := range plan.Modules {
-		if err := loadModule(m); err != nil {
-			fmt.Fprintln(out, "rxevm-init:", err)
-			return 1
-		}
-	}
+func run(out io.Writer, plan *vm.Plan) int {
 	eps, err := topology.Setup(topology.Kind(plan.Topology))
 	if err != nil {
 		fmt.Fprintln(out, "rxevm-init:", err)
@@ -75,8 +79,10 @@ func run(out io.Writer) int {
 		"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
 		"HOME=/tmp",
 		"TMPDIR=/tmp",
-		"LD_LIBRARY_PATH=/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu",
+		"LD_LIBRARY_PATH=" + libPath(),
 		"RXEVM=1",
+		// rxetest helpers fail rather than skip inside the VM.
+		"RXETEST_REQUIRE=1",
 		"RXEVM_TOPOLOGY=" + string(plan.Topology),
 		"RXEVM_DEVICES=" + strings.Join(devs, " "),
 	}, plan.Env...)
@@ -140,12 +146,32 @@ func mountAll() error {
 	return nil
 }
 
+// libPath is where the C tools' libraries are, by the guest's architecture.
+func libPath() string {
+	triple := "x86_64-linux-gnu"
+	if runtime.GOARCH == "arm64" {
+		triple = "aarch64-linux-gnu"
+	}
+	return "/lib/" + triple + ":/usr/lib/" + triple
+}
+
 // openOutput opens the result port in raw mode, so the host sees the bytes
-// the tests wrote (no \n to \r\n translation).
-func openOutput() (*os.File, error) {
-	f, err := os.OpenFile(outputPort, os.O_WRONLY|unix.O_NOCTTY, 0)
+// the tests wrote (no \n to \r\n translation). A virtio console appears a
+// moment after its module loads, so the port is waited for briefly.
+func openOutput(port string) (*os.File, error) {
+	if port == "" {
+		port = "/dev/ttyS1"
+	}
+	var f *os.File
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		f, err = os.OpenFile(port, os.O_WRONLY|unix.O_NOCTTY, 0)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("output port: %w", err)
 	}
 	t, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	if err == nil {

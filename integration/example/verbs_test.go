@@ -1,0 +1,140 @@
+package example
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/pureverbs/pureverbs/cq"
+	"github.com/pureverbs/pureverbs/integration/topology"
+	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// end is one side of an RC connection: a device context, a PD, a
+// registered off-heap buffer, one CQ and one QP. All the verbs calls of the
+// example are in this file.
+type end struct {
+	ctx  *uverbs.Context
+	port uverbs.PortAttr
+	gid  uverbs.GID
+	pd   *uverbs.PD
+	buf  *uverbs.Buffer
+	mr   *uverbs.MR
+	cq   *cq.CQ
+	qp   *qp.QP
+}
+
+// gidIndex is where rxe publishes the IPv4-mapped RoCE v2 GID of the
+// netdev's address (rxetest waits for it).
+const gidIndex = 1
+
+// openEnd opens everything one side needs on the rxe device of e.
+func openEnd(e topology.Endpoint) (*end, error) {
+	d, err := uverbs.DeviceByName(e.RDMA)
+	if err != nil {
+		return nil, err
+	}
+	x := &end{}
+	if x.ctx, err = uverbs.Open(d); err != nil {
+		return nil, err
+	}
+	if x.port, err = x.ctx.QueryPort(1); err != nil {
+		return x, err
+	}
+	copy(x.gid[:], e.Addr.IP.To16())
+	if x.pd, err = x.ctx.AllocPD(); err != nil {
+		return x, err
+	}
+	if x.buf, err = uverbs.NewBuffer(4096, uverbs.BufferOptions{}); err != nil {
+		return x, err
+	}
+	if x.mr, err = x.pd.RegisterMR(x.buf, uverbs.AccessLocalWrite); err != nil {
+		return x, err
+	}
+	if x.cq, err = cq.New(x.ctx, 16, nil); err != nil {
+		return x, err
+	}
+	x.qp, err = qp.New(x.pd, qp.InitAttr{Type: qp.RC, SendCQ: x.cq, RecvCQ: x.cq,
+		Cap: qp.Cap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	return x, err
+}
+
+// close releases what openEnd made, newest first.
+func (x *end) close() {
+	for _, c := range []interface{ Close() error }{x.qp, x.cq, x.mr, x.buf, x.pd, x.ctx} {
+		if c != nil && !isNil(c) {
+			c.Close()
+		}
+	}
+}
+
+func isNil(c interface{ Close() error }) bool {
+	switch v := c.(type) {
+	case *qp.QP:
+		return v == nil
+	case *cq.CQ:
+		return v == nil
+	case *uverbs.MR:
+		return v == nil
+	case *uverbs.Buffer:
+		return v == nil
+	case *uverbs.PD:
+		return v == nil
+	case *uverbs.Context:
+		return v == nil
+	}
+	return false
+}
+
+// connect brings x's QP to RTS aimed at the peer's, as two programs would
+// after exchanging QPN, PSN and GID out of band.
+func (x *end) connect(peer *end) error {
+	if err := x.qp.ToInit(qp.InitParams{}); err != nil {
+		return err
+	}
+	if err := x.qp.ToRTR(qp.RTRParams{
+		DestQPN: peer.qp.Num(), RQPSN: psn(peer.qp), PathMTU: x.port.ActiveMTU,
+		DGID: peer.gid, SGIDIndex: gidIndex,
+	}); err != nil {
+		return err
+	}
+	return x.qp.ToRTS(qp.RTSParams{SQPSN: psn(x.qp)})
+}
+
+func psn(q *qp.QP) uint32 { return q.Num() * 0x9e37 & 0xffffff }
+
+// sge is the first n bytes of x's buffer.
+func (x *end) sge(n int) qp.SGE {
+	return qp.SGE{Addr: x.mr.Addr(), Length: uint32(n), LKey: x.mr.LKey()}
+}
+
+// postRecv offers x's buffer for one incoming message.
+func (x *end) postRecv(id uint64) error {
+	return x.qp.PostRecv([]qp.RecvWR{{ID: id, SGEs: []qp.SGE{x.sge(x.buf.Len())}}})
+}
+
+// send sends the first n bytes of x's buffer, signaled.
+func (x *end) send(id uint64, n int) error {
+	return x.qp.PostSend([]qp.SendWR{{ID: id, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []qp.SGE{x.sge(n)}}})
+}
+
+// wait polls x's CQ for one completion, failing on an error status or
+// after limit (rxe retries a broken path forever instead of failing).
+func (x *end) wait(limit time.Duration) (id uint64, n uint32, err error) {
+	wc := make([]cq.WC, 1)
+	for deadline := time.Now().Add(limit); ; time.Sleep(50 * time.Microsecond) {
+		k, err := x.cq.Poll(wc)
+		if err != nil {
+			return 0, 0, err
+		}
+		if k == 1 {
+			if wc[0].Status != 0 { // 0 is IBV_WC_SUCCESS
+				return 0, 0, fmt.Errorf("completion %d: %v", wc[0].WRID, wc[0].Status)
+			}
+			return wc[0].WRID, wc[0].ByteLen, nil
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, fmt.Errorf("no completion after %v", limit)
+		}
+	}
+}
