@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -45,7 +46,8 @@ type Channel struct {
 	// closed under a poll.
 	waiters sync.RWMutex
 	closing atomic.Bool
-	closeFD int // eventfd, written once by Close and never drained
+	closeFD int             // eventfd, written once by Close and never drained
+	cleanup runtime.Cleanup // closes closeFD if the Channel is dropped unclosed
 	closed  bool
 }
 
@@ -69,7 +71,9 @@ func newChannel(src eventSource) (*Channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cq: eventfd: %w", err)
 	}
-	return &Channel{src: src, cqs: make(map[uint64]*CQ), closeFD: efd}, nil
+	ch := &Channel{src: src, cqs: make(map[uint64]*CQ), closeFD: efd}
+	ch.cleanup = runtime.AddCleanup(ch, func(fd int) { unix.Close(fd) }, efd)
+	return ch, nil
 }
 
 // FD returns the channel's fd: non-blocking, readable when an event is
@@ -225,6 +229,7 @@ func (ch *Channel) Close() error {
 	}
 	ch.closed = true
 	err := ch.src.Close()
+	ch.cleanup.Stop()
 	unix.Close(ch.closeFD)
 	return err
 }

@@ -3,6 +3,7 @@ package rxe
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -108,7 +109,11 @@ func NewCQFromRing(r *Ring) (*CQ, error) {
 
 // Poll copies up to len(wc) completions into wc and returns how many. It is
 // a memory operation only, and allocates nothing.
-func (c *CQ) Poll(wc []WC) (int, error) { return c.ring.poll(wc) }
+func (c *CQ) Poll(wc []WC) (int, error) {
+	n, err := c.ring.poll(wc)
+	runtime.KeepAlive(c) // its Mapping's cleanup would unmap the ring under the poll
+	return n, err
+}
 
 // Verbs returns the kernel CQ (for ReqNotify, its handle, and creating QPs
 // on it); nil for a CQ from NewCQFromRing.

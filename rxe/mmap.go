@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -10,9 +11,15 @@ import (
 // Mapping is a queue buffer the kernel shares through the uverbs command fd:
 // an mmap of the offset and size from a struct mminfo (PROT_READ|PROT_WRITE,
 // MAP_SHARED), as librxe maps it. Close unmaps it.
+//
+// A Mapping dropped without Close is unmapped by a GC cleanup, a safety net
+// that matters: a mapped ring holds the uverbs file open, so until it is
+// unmapped the kernel never releases the context's objects, even after the
+// Context's fds are closed.
 type Mapping struct {
-	mu  sync.Mutex
-	mem []byte // nil once unmapped
+	mu      sync.Mutex
+	mem     []byte // nil once unmapped
+	cleanup runtime.Cleanup
 }
 
 // Map maps size bytes at offset of the uverbs command fd.
@@ -24,7 +31,9 @@ func Map(fd int, offset uint64, size uint32) (*Mapping, error) {
 	if err != nil {
 		return nil, wrapErr("mmap", fmt.Errorf("offset %#x size %d: %w", offset, size, err))
 	}
-	return &Mapping{mem: mem}, nil
+	m := &Mapping{mem: mem}
+	m.cleanup = runtime.AddCleanup(m, func(mem []byte) { unix.Munmap(mem) }, mem)
+	return m, nil
 }
 
 // Bytes is the mapped memory; nil after Close.
@@ -42,6 +51,7 @@ func (m *Mapping) Close() error {
 	if m.mem == nil {
 		return nil
 	}
+	m.cleanup.Stop()
 	if err := unix.Munmap(m.mem); err != nil {
 		return wrapErr("munmap", err)
 	}

@@ -3,6 +3,7 @@ package rxe
 import (
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -87,7 +88,11 @@ func NewQPFromRings(sq, rq *Ring, lim QPLimits, db Doorbell) (*QP, error) {
 // posted, no doorbell rings, and the error says why (ErrQueueFull,
 // ErrTooManySGEs, ErrInlineTooLong, ErrInvalidWR). An empty wrs does
 // nothing. It allocates nothing.
-func (q *QP) PostSend(wrs []SendWR) error { return q.sq.post(wrs) }
+func (q *QP) PostSend(wrs []SendWR) error {
+	err := q.sq.post(wrs)
+	runtime.KeepAlive(q) // its Mappings' cleanups would unmap the rings under the post
+	return err
+}
 
 // PostRecv writes one receive WQE per request into the receive ring: a
 // memory operation only, no system call. Like PostSend it is all or nothing
@@ -97,7 +102,9 @@ func (q *QP) PostRecv(wrs []RecvWR) error {
 	if q.rq == nil {
 		return ErrNotSupported
 	}
-	return q.rq.post(wrs)
+	err := q.rq.post(wrs)
+	runtime.KeepAlive(q) // see PostSend
+	return err
 }
 
 // Limits returns the limits PostSend and PostRecv enforce.

@@ -3,6 +3,7 @@ package uverbs
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"unsafe"
 
@@ -28,9 +29,14 @@ type BufferOptions struct {
 // aligned, excluded from fork (MADV_DONTFORK, so a child's copy-on-write
 // never moves pages the device writes to). The Go garbage collector neither
 // sees nor moves it. Register it with PD.RegisterMR; Close unmaps it.
+//
+// A Buffer dropped without Close is unmapped by a GC cleanup (a safety net,
+// not a substitute for Close). Memory regions hold their Buffer, so that
+// happens only once no MR of it is reachable either.
 type Buffer struct {
-	mem  []byte // the whole mapping, as Mmap returned it
-	size int    // bytes asked for
+	mem     []byte // the whole mapping, as Mmap returned it
+	size    int    // bytes asked for
+	cleanup runtime.Cleanup
 
 	mu   sync.Mutex
 	regs int // live memory regions on this buffer
@@ -62,7 +68,9 @@ func NewBuffer(size int, opts BufferOptions) (*Buffer, error) {
 		unix.Munmap(mem)
 		return nil, fmt.Errorf("uverbs: madvise(MADV_DONTFORK): %w", err)
 	}
-	return &Buffer{mem: mem, size: size}, nil
+	b := &Buffer{mem: mem, size: size}
+	b.cleanup = runtime.AddCleanup(b, func(mem []byte) { unix.Munmap(mem) }, mem)
+	return b, nil
 }
 
 // Bytes returns the buffer's memory (Len bytes), nil after Close. The slice
@@ -97,6 +105,7 @@ func (b *Buffer) Close() error {
 	if n := b.regs; n != 0 {
 		return fmt.Errorf("uverbs: buffer still registered by %d memory regions: %w", n, unix.EBUSY)
 	}
+	b.cleanup.Stop()
 	if err := unix.Munmap(b.mem); err != nil {
 		return fmt.Errorf("uverbs: munmap: %w", err)
 	}

@@ -11,9 +11,11 @@ import (
 // CompChannel is a completion channel: an fd that becomes readable when an
 // armed CQ attached to it gets a completion. The fd is non-blocking, so it
 // can be polled with epoll/poll.
+// A channel dropped without Close has its fd closed by a GC cleanup.
 type CompChannel struct {
-	fd    int
-	close once
+	fd      int
+	close   once
+	cleanup runtime.Cleanup
 }
 
 // CreateCompChannel creates a completion channel
@@ -30,7 +32,9 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("uverbs: create_comp_channel: %w", err)
 	}
-	return &CompChannel{fd: fd}, nil
+	ch := &CompChannel{fd: fd}
+	ch.cleanup = runtime.AddCleanup(ch, func(fd int) { unix.Close(fd) }, fd)
+	return ch, nil
 }
 
 // FD returns the channel fd (non-blocking, pollable), owned by the channel.
@@ -63,6 +67,7 @@ func (ch *CompChannel) ReadEvent() (uint64, error) {
 func (ch *CompChannel) Close() error {
 	var err error
 	ch.close.do(func() error {
+		ch.cleanup.Stop()
 		// The fd is released even when close(2) reports an error.
 		if e := unix.Close(ch.fd); e != nil {
 			err = fmt.Errorf("uverbs: close completion channel: %w", e)
