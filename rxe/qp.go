@@ -39,6 +39,10 @@ func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
 		}
 		return nil, err
 	}
+	vqp.OnContextClose(func() {
+		q.sq.detach(nil)
+		q.release()
+	})
 	return q, nil
 }
 
@@ -137,6 +141,12 @@ func (q *QP) Destroy() (events uint32, err error) {
 	if err := q.sq.detach(destroy); err != nil {
 		return 0, err
 	}
+	return events, q.release()
+}
+
+// release detaches the receive queue and unmaps both rings; the send queue
+// is already detached.
+func (q *QP) release() (err error) {
 	if q.rq != nil {
 		q.rq.mu.Lock()
 		q.rq.ring = nil
@@ -147,5 +157,5 @@ func (q *QP) Destroy() (events uint32, err error) {
 			err = errors.Join(err, m.Close())
 		}
 	}
-	return events, err
+	return err
 }

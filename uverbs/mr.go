@@ -74,6 +74,7 @@ type MR struct {
 	rkey   uint32
 	addr   uint64
 	length int
+	kid    *child
 	close  once
 }
 
@@ -110,7 +111,9 @@ func (pd *PD) RegisterMRRange(b *Buffer, off, length int, access Access) (*MR, e
 		return nil, err
 	}
 	r := &resp.resp
-	return &MR{pd: pd, buf: b, handle: r.MRHandle, lkey: r.LKey, rkey: r.RKey, addr: addr, length: length}, nil
+	mr := &MR{pd: pd, buf: b, handle: r.MRHandle, lkey: r.LKey, rkey: r.RKey, addr: addr, length: length}
+	mr.kid = pd.ctx.kids.add(levelCQMR, mr.Close)
+	return mr, nil
 }
 
 // LKey returns the local key, for SGEs.
@@ -142,6 +145,7 @@ func (mr *MR) Close() error {
 			}
 		}
 		mr.buf.unregister()
+		mr.pd.ctx.kids.remove(mr.kid)
 		return nil
 	})
 }

@@ -24,6 +24,7 @@ type QP struct {
 	handle uint32
 	num    uint32
 	init   QPInitAttr // Cap as granted
+	kid    *child
 	close  once
 }
 
@@ -57,8 +58,14 @@ func (pd *PD) CreateQP(attr QPInitAttr, driverOut []byte) (*QP, error) {
 	r := &resp.resp
 	qp := &QP{pd: pd, handle: r.QPHandle, num: r.QPN, init: attr}
 	qp.init.Cap = QPCap{r.MaxSendWR, r.MaxRecvWR, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInlineData}
+	qp.kid = pd.ctx.kids.add(levelQP, func() error { _, err := qp.Destroy(); return err })
 	return qp, nil
 }
+
+// OnContextClose registers release to run when the Context's Close destroys
+// the QP (not when Destroy does): the provider detaches and unmaps the rings
+// it mapped for the QP there.
+func (qp *QP) OnContextClose(release func()) { qp.pd.ctx.kids.setRelease(qp.kid, release) }
 
 // PD returns the protection domain of the QP.
 func (qp *QP) PD() *PD { return qp.pd }
@@ -118,14 +125,14 @@ func (qp *QP) PostSendDoorbell() error {
 // async events the kernel reported for it. Idempotent: later calls return 0.
 func (qp *QP) Destroy() (events uint32, err error) {
 	err = qp.close.do(func() error {
-		if qp.pd.ctx.released() {
-			return nil
+		if !qp.pd.ctx.released() {
+			r, err := qp.destroy()
+			if err != nil {
+				return err
+			}
+			events = r.EventsReported
 		}
-		r, err := qp.destroy()
-		if err != nil {
-			return err
-		}
-		events = r.EventsReported
+		qp.pd.ctx.kids.remove(qp.kid)
 		return nil
 	})
 	return events, err
