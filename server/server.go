@@ -16,7 +16,8 @@ var (
 	// channel owns the connection.
 	ErrConnected = errors.New("server: already connected; a Server completes one connection (the side channel replaces its own)")
 	// ErrClosed: the server was closed.
-	ErrClosed = errors.New("server: closed")
+	// It matches uverbs.ErrClosed too.
+	ErrClosed = fmt.Errorf("server: %w", uverbs.ErrClosed)
 	// ErrReceiveOnly: the server does not send.
 	ErrReceiveOnly = errors.New("server: sending is not supported: the server only receives")
 )
