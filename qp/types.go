@@ -66,9 +66,9 @@ const (
 	AttrDestQPN         = uverbs.QPAttrDestQPN
 )
 
-// SGE is one scatter/gather element: Length bytes at Addr in a memory
-// region with local key LKey (uverbs.MR.LKey, addresses from MR.Addr).
-type SGE = rxe.SGE
+// SGE is one scatter/gather element; make it with uverbs.MR.SGE, which
+// checks the range against the region.
+type SGE = uverbs.SGE
 
 // SendWR is a send work request; see rxe.SendWR for its fields.
 type SendWR = rxe.SendWR

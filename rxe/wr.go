@@ -9,14 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// SGE is one scatter/gather element: Length bytes at virtual address Addr
-// inside a memory region whose local key is LKey. Its layout is struct
-// rxe_sge (and struct ib_sge), so SGE lists are copied into WQEs as they are.
-type SGE struct {
-	Addr   uint64
-	Length uint32
-	LKey   uint32
-}
+// SGE is uverbs.SGE: its layout is also struct rxe_sge, so SGE lists are
+// copied into WQEs as they are.
+type SGE = uverbs.SGE
 
 // Opcode is a send work request opcode. The values are the kernel's
 // enum ib_wr_opcode (= enum ib_uverbs_wr_opcode in rdma/ib_user_verbs.h),

@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -114,6 +115,26 @@ func (pd *PD) RegisterMRRange(b *Buffer, off, length int, access Access) (*MR, e
 	mr := &MR{pd: pd, buf: b, handle: r.MRHandle, lkey: r.LKey, rkey: r.RKey, addr: addr, length: length}
 	mr.kid = pd.ctx.kids.add(levelCQMR, mr.Close)
 	return mr, nil
+}
+
+// SGE is one scatter/gather element of a work request: Length bytes at
+// virtual address Addr inside a memory region whose local key is LKey. Its
+// layout is struct ib_uverbs_sge (and rxe's struct rxe_sge). Make one with
+// MR.SGE rather than by address arithmetic.
+type SGE struct {
+	Addr   uint64
+	Length uint32
+	LKey   uint32
+}
+
+// SGE returns the scatter/gather element for length bytes at offset off of
+// the region. A range outside the region, or longer than an SGE can say
+// (4 GiB - 1), is an error wrapping unix.EINVAL.
+func (mr *MR) SGE(off, length int) (SGE, error) {
+	if off < 0 || length < 0 || length > math.MaxUint32 || off > mr.length || length > mr.length-off {
+		return SGE{}, fmt.Errorf("uverbs: SGE [%d, +%d) outside the %d-byte memory region: %w", off, length, mr.length, unix.EINVAL)
+	}
+	return SGE{Addr: mr.addr + uint64(off), Length: uint32(length), LKey: mr.lkey}, nil
 }
 
 // LKey returns the local key, for SGEs.
