@@ -102,3 +102,19 @@ func Example() {
 		}
 	}
 }
+
+// A peer record in rdma-core's pingpong exchange format, as the server's
+// side channel and every pingpong tool trade it.
+func ExamplePeer_MarshalText() {
+	p := qp.Peer{QPN: 0x11, PSN: 0x3a5f1c, GID: uverbs.GID{10: 0xff, 11: 0xff, 12: 10, 13: 99, 14: 0, 15: 1}}
+	b, _ := p.MarshalText()
+	fmt.Println(string(b))
+	var q qp.Peer
+	if err := q.UnmarshalText([]byte("0000:000012:00abcd:00000000000000000000ffff0a630002")); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("QPN %#x PSN %#x GID %v\n", q.QPN, q.PSN, q.GID)
+	// Output:
+	// 0000:000011:3a5f1c:00000000000000000000ffff0a630001
+	// QPN 0x12 PSN 0xabcd GID ::ffff:10.99.0.2
+}
