@@ -329,3 +329,22 @@ func BenchmarkPostSend(b *testing.B) {
 		b.Fatal("the doorbell did not see the posted WQEs")
 	}
 }
+
+// New refuses what it cannot create before asking the kernel, and fills in
+// the documented defaults for zero counts (the VM test TestQPNewDefaults
+// checks that the kernel got them, and Modify's state tracking).
+func TestNewArguments(t *testing.T) {
+	if _, err := New(nil, InitAttr{Type: UD}); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("New(UD) = %v, want ErrNotSupported", err)
+	}
+	if _, err := New(nil, InitAttr{Type: RC}); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("New(RC) without CQs = %v, want EINVAL", err)
+	}
+	if got, want := (Cap{}).withDefaults(), (Cap{MaxSendWR: 128, MaxRecvWR: 128, MaxSendSGE: 1, MaxRecvSGE: 1}); got != want {
+		t.Errorf("zero Cap with defaults = %+v, want %+v", got, want)
+	}
+	asked := Cap{MaxSendWR: 5, MaxRecvSGE: 3, MaxInline: 64}
+	if got, want := asked.withDefaults(), (Cap{MaxSendWR: 5, MaxRecvWR: 128, MaxSendSGE: 1, MaxRecvSGE: 3, MaxInline: 64}); got != want {
+		t.Errorf("%+v with defaults = %+v, want %+v", asked, got, want)
+	}
+}
