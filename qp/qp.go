@@ -53,11 +53,7 @@ func New(pd *uverbs.PD, attr InitAttr) (*QP, error) {
 	if attr.SendCQ == nil || attr.RecvCQ == nil {
 		return nil, fmt.Errorf("qp: create: a send and a receive CQ are required: %w", unix.EINVAL)
 	}
-	c := attr.Cap
-	c.MaxSendWR = cmp.Or(c.MaxSendWR, defaultWR)
-	c.MaxRecvWR = cmp.Or(c.MaxRecvWR, defaultWR)
-	c.MaxSendSGE = cmp.Or(c.MaxSendSGE, defaultSGE)
-	c.MaxRecvSGE = cmp.Or(c.MaxRecvSGE, defaultSGE)
+	c := attr.Cap.withDefaults()
 	core, err := rxe.CreateQP(pd, uverbs.QPInitAttr{
 		Type:       attr.Type,
 		SendCQ:     attr.SendCQ.Verbs(),
@@ -71,6 +67,16 @@ func New(pd *uverbs.PD, attr InitAttr) (*QP, error) {
 	}
 	v := core.Verbs()
 	return &QP{core: core, typ: attr.Type, cap: capFrom(v.Cap()), num: v.Num()}, nil
+}
+
+// withDefaults is c with its zero WR and SGE counts replaced by the
+// defaults InitAttr.Cap documents.
+func (c Cap) withDefaults() Cap {
+	c.MaxSendWR = cmp.Or(c.MaxSendWR, defaultWR)
+	c.MaxRecvWR = cmp.Or(c.MaxRecvWR, defaultWR)
+	c.MaxSendSGE = cmp.Or(c.MaxSendSGE, defaultSGE)
+	c.MaxRecvSGE = cmp.Or(c.MaxRecvSGE, defaultSGE)
+	return c
 }
 
 // Num is the QP number peers address.

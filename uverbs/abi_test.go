@@ -1,7 +1,12 @@
 package uverbs
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -125,10 +130,8 @@ func TestConstants(t *testing.T) {
 	if want := uintptr(3<<30 | unsafe.Sizeof(ioctlHdr{})<<16 | 0x1b<<8 | 1); rdmaVerbsIoctl != want {
 		t.Errorf("rdmaVerbsIoctl = %#x, want %#x", rdmaVerbsIoctl, want)
 	}
-	// From gcc over <rdma/ib_user_verbs.h>: sizeof(struct ib_uverbs_send_wr).
-	if sizeofSendWR != 56 {
-		t.Errorf("sizeofSendWR = %d", sizeofSendWR)
-	}
+	// sizeofSendWR itself is checked against the header by
+	// TestABISizesFromHeaders.
 	if doorbellWQESize < sizeofSendWR {
 		t.Errorf("doorbell wqe_size %d is below the kernel's minimum %d", doorbellWQESize, sizeofSendWR)
 	}
@@ -158,4 +161,58 @@ func TestFrameContiguity(t *testing.T) {
 	check("reg_mr response", 0, unsafe.Sizeof(r2.resp), unsafe.Offsetof(r2.drv))
 	var r3 respFrame[createQPResp]
 	check("create_qp response", 0, unsafe.Sizeof(r3.resp), unsafe.Offsetof(r3.drv))
+}
+
+// TestABISizesFromHeaders asks gcc, over the uapi headers installed on this
+// machine, for the size of every struct in layouts and for
+// sizeof(struct ib_uverbs_send_wr), so that the literals above and
+// sizeofSendWR are checked against the headers themselves, not against a
+// copy. It is skipped where gcc or the headers are missing.
+func TestABISizesFromHeaders(t *testing.T) {
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("no gcc")
+	}
+	if _, err := os.Stat("/usr/include/rdma/ib_user_verbs.h"); err != nil {
+		t.Skip("no <rdma/ib_user_verbs.h>")
+	}
+	var src strings.Builder
+	src.WriteString("#include <stdio.h>\n#include <rdma/ib_user_verbs.h>\n#include <rdma/rdma_user_ioctl_cmds.h>\n#include <rdma/ib_user_ioctl_verbs.h>\nint main(void) {\n")
+	names := []string{"ib_uverbs_send_wr"}
+	for _, l := range layouts {
+		names = append(names, l.name)
+	}
+	for _, n := range names {
+		fmt.Fprintf(&src, "\tprintf(\"%s %%zu\\n\", sizeof(struct %s));\n", n, n)
+	}
+	src.WriteString("\treturn 0;\n}\n")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "sizes.c"), []byte(src.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "sizes")
+	if out, err := exec.Command(gcc, "-o", bin, filepath.Join(dir, "sizes.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := map[string]uintptr{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var name string
+		var size uintptr
+		if _, err := fmt.Sscanf(line, "%s %d", &name, &size); err != nil {
+			t.Fatalf("gcc program printed %q: %v", line, err)
+		}
+		c[name] = size
+	}
+	if c["ib_uverbs_send_wr"] != sizeofSendWR {
+		t.Errorf("sizeofSendWR = %d, the header's struct ib_uverbs_send_wr is %d bytes", sizeofSendWR, c["ib_uverbs_send_wr"])
+	}
+	for _, l := range layouts {
+		if got := l.typ.Size(); c[l.name] != got || c[l.name] != l.size {
+			t.Errorf("struct %s: header %d bytes, Go %s %d, table %d", l.name, c[l.name], l.typ, got, l.size)
+		}
+	}
 }

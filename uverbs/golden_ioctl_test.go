@@ -178,3 +178,39 @@ func TestIoctlErrorNamesVerb(t *testing.T) {
 		t.Errorf("EBADF counted as a missing method")
 	}
 }
+
+// tryIoctl against fake kernel fds: without a driver id it sends nothing;
+// on a pipe (no ioctl interface: ENOTTY, as a kernel without
+// RDMA_VERBS_IOCTL answers) it sends the built command once with rxe's
+// driver id, hands the verb to write() and never tries an ioctl on that
+// context again; on a closed fd the errno is the verb's answer.
+func TestTryIoctl(t *testing.T) {
+	r, _ := nonblockingPipe(t)
+	calls, gotID := 0, uint32(0)
+	build := func(id uint32) *ioctlBuf {
+		calls++
+		gotID = id
+		return deallocPDIoctl(id, 5)
+	}
+	c := &Context{fd: r, asyncFD: -1}
+	if done, err := c.tryIoctl(ioctlDeallocPD, "dealloc_pd", build); done || err != nil || calls != 0 {
+		t.Errorf("unknown driver: done %v, err %v, %d ioctls; want the write() fallback and no ioctl", done, err, calls)
+	}
+
+	c = &Context{fd: r, asyncFD: -1, driverID: DriverRXE}
+	if done, err := c.tryIoctl(ioctlDeallocPD, "dealloc_pd", build); done || err != nil || calls != 1 || gotID != 14 {
+		t.Errorf("pipe: done %v, err %v, %d ioctls with driver %d; want one ioctl for driver 14 (RDMA_DRIVER_RXE), then the write() fallback", done, err, calls, gotID)
+	}
+	if got := c.noIoctl.Load(); got != ^uint32(0) {
+		t.Errorf("after ENOTTY noIoctl = %#x, want every method", got)
+	}
+	if done, err := c.tryIoctl(ioctlDestroyCQ, "destroy_cq", build); done || err != nil || calls != 1 {
+		t.Errorf("after ENOTTY: done %v, err %v, %d ioctls; want no further ioctl", done, err, calls)
+	}
+
+	c = &Context{fd: -1, asyncFD: -1, driverID: DriverRXE}
+	done, err := c.tryIoctl(ioctlDeallocPD, "dealloc_pd", build)
+	if !done || !errors.Is(err, unix.EBADF) || calls != 2 || c.noIoctl.Load() != 0 {
+		t.Errorf("closed fd: done %v, err %v, %d ioctls, noIoctl %#x; want EBADF as the answer, no fallback", done, err, calls, c.noIoctl.Load())
+	}
+}

@@ -1,9 +1,12 @@
 package uverbs
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"net"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -61,9 +64,29 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+// kernelBytes is the memory of v, as the kernel reads or writes it.
+func kernelBytes[T any](v *T) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v))
+}
+
+// put stores v, n bytes wide in native byte order (the kernel's), at off.
+func put(b []byte, off, n int, v uint64) {
+	switch n {
+	case 1:
+		b[off] = byte(v)
+	case 2:
+		binary.NativeEndian.PutUint16(b[off:], uint16(v))
+	case 4:
+		binary.NativeEndian.PutUint32(b[off:], uint32(v))
+	default:
+		panic(n)
+	}
+}
+
 func TestDecoders(t *testing.T) {
 	var r exQueryDeviceResp
-	r.Base.NodeGUID = be64(0x0250b6fffe000001) // the kernel stores __be64
+	// The kernel stores node_guid as __be64: the bytes in wire order.
+	binary.BigEndian.PutUint64(kernelBytes(&r.Base.NodeGUID), 0x0250b6fffe000001)
 	r.Base.MaxCQE = 32767
 	r.Base.PhysPortCnt = 1
 	r.Base.DeviceCapFlags = 1 << 12
@@ -78,22 +101,93 @@ func TestDecoders(t *testing.T) {
 		p.LinkLayer != LinkLayerEthernet || !p.GRHRequired {
 		t.Errorf("port attr %+v", p)
 	}
+}
 
-	// What MODIFY_QP sends, QUERY_QP reads back the same way.
-	attr := QPAttr{
-		State: QPStateRTS, PathMTU: MTU2048, QKey: 5, RQPSN: 6, SQPSN: 7, DestQPNum: 8,
-		AccessFlags: AccessRemoteWrite | AccessLocalWrite, PKeyIndex: 1, MaxRdAtomic: 2, MaxDestRdAtomic: 3,
-		MinRNRTimer: 12, PortNum: 1, Timeout: 14, RetryCnt: 7, RNRRetry: 6,
-		AH: AHAttr{IsGlobal: true, PortNum: 1, SL: 3, GRH: GlobalRoute{DGID: GID{0: 0xfe, 15: 9}, FlowLabel: 77, SGIDIndex: 1, HopLimit: 64, TrafficClass: 8}},
+// qpAttrSample has a different value in every field, so that a field
+// mapped to the wrong place shows.
+func qpAttrSample() QPAttr {
+	var dgid, altDGID GID
+	for i := range dgid {
+		dgid[i], altDGID[i] = 0xd0+byte(i), 0xe0+byte(i)
 	}
-	m := modifyQPFrom(1, &attr, QPAttrState)
-	q := queryQPResp{
-		Dest: m.Dest, AltDest: m.AltDest, QKey: m.QKey, RQPSN: m.RQPSN, SQPSN: m.SQPSN, DestQPNum: m.DestQPNum,
-		QPAccessFlags: m.QPAccessFlags, PKeyIndex: m.PKeyIndex, QPState: m.QPState, PathMTU: m.PathMTU,
-		MaxRdAtomic: m.MaxRdAtomic, MaxDestRdAtomic: m.MaxDestRdAtomic, MinRNRTimer: m.MinRNRTimer,
-		PortNum: m.PortNum, Timeout: m.Timeout, RetryCnt: m.RetryCnt, RNRRetry: m.RNRRetry,
+	return QPAttr{
+		State: 0x21, CurState: 0x22, PathMTU: 0x23, PathMigState: 0x24,
+		QKey: 0x41000001, RQPSN: 0x41000002, SQPSN: 0x41000003, DestQPNum: 0x41000004, AccessFlags: 0x41000005,
+		PKeyIndex: 0x3101, AltPKeyIndex: 0x3102,
+		MaxRdAtomic: 0x25, MaxDestRdAtomic: 0x26, MinRNRTimer: 0x27, PortNum: 0x28, Timeout: 0x29,
+		RetryCnt: 0x2a, RNRRetry: 0x2b, AltPortNum: 0x2c, AltTimeout: 0x2d,
+		AH: AHAttr{GRH: GlobalRoute{DGID: dgid, FlowLabel: 0x41000006, SGIDIndex: 0x2e, HopLimit: 0x2f, TrafficClass: 0x30},
+			DLID: 0x3103, SL: 0x31, SrcPathBits: 0x32, StaticRate: 0x33, IsGlobal: true, PortNum: 0x34},
+		AltAH: AHAttr{GRH: GlobalRoute{DGID: altDGID, FlowLabel: 0x41000007, SGIDIndex: 0x35, HopLimit: 0x36, TrafficClass: 0x37},
+			DLID: 0x3104, SL: 0x38, SrcPathBits: 0x39, StaticRate: 0x3a, PortNum: 0x3b},
 	}
-	if got := qpAttrFrom(&q); got != attr {
-		t.Errorf("QP attr round trip:\n got %+v\nwant %+v", got, attr)
+}
+
+// putDest writes a's struct ib_uverbs_qp_dest at off, by the header's
+// offsets (dgid 0, flow_label 16, dlid 20, sgid_index 24, hop_limit 25,
+// traffic_class 26, sl 27, src_path_bits 28, static_rate 29, is_global 30,
+// port_num 31; gcc over <rdma/ib_user_verbs.h>, as in abi_test.go).
+func putDest(b []byte, off int, a AHAttr) {
+	copy(b[off:], a.GRH.DGID[:])
+	put(b, off+16, 4, uint64(a.GRH.FlowLabel))
+	put(b, off+20, 2, uint64(a.DLID))
+	for i, v := range []uint8{a.GRH.SGIDIndex, a.GRH.HopLimit, a.GRH.TrafficClass, a.SL, a.SrcPathBits, a.StaticRate, b2u8(a.IsGlobal), a.PortNum} {
+		b[off+24+i] = v
+	}
+}
+
+// MODIFY_QP's bytes are checked against struct ib_uverbs_modify_qp as the
+// header lays it out (offsets from gcc, as in abi_test.go), not against
+// the decoder, which could carry the same swap.
+func TestModifyQPEncoding(t *testing.T) {
+	attr := qpAttrSample()
+	attr.EnSQDAsyncNotify = true
+	m := modifyQPFrom(0x41000009, &attr, 0x41000008)
+	want := make([]byte, 112)
+	putDest(want, 0, attr.AH)
+	putDest(want, 32, attr.AltAH)
+	for _, f := range []struct {
+		off, n int
+		v      uint64
+	}{
+		{64, 4, 0x41000009}, {68, 4, 0x41000008}, // qp_handle, attr_mask
+		{72, 4, 0x41000001}, {76, 4, 0x41000002}, {80, 4, 0x41000003}, {84, 4, 0x41000004}, {88, 4, 0x41000005}, // qkey, rq_psn, sq_psn, dest_qp_num, qp_access_flags
+		{92, 2, 0x3101}, {94, 2, 0x3102}, // pkey_index, alt_pkey_index
+		{96, 1, 0x21}, {97, 1, 0x22}, {98, 1, 0x23}, {99, 1, 0x24}, {100, 1, 1}, // qp_state, cur_qp_state, path_mtu, path_mig_state, en_sqd_async_notify
+		{101, 1, 0x25}, {102, 1, 0x26}, {103, 1, 0x27}, {104, 1, 0x28}, {105, 1, 0x29}, // max_rd_atomic, max_dest_rd_atomic, min_rnr_timer, port_num, timeout
+		{106, 1, 0x2a}, {107, 1, 0x2b}, {108, 1, 0x2c}, {109, 1, 0x2d}, // retry_cnt, rnr_retry, alt_port_num, alt_timeout
+	} {
+		put(want, f.off, f.n, f.v)
+	}
+	if got := kernelBytes(&m); !bytes.Equal(got, want) {
+		t.Errorf("modify_qp bytes:\n got %x\nwant %x", got, want)
+	}
+}
+
+// QUERY_QP's answer is decoded from bytes laid out as struct
+// ib_uverbs_query_qp_resp (offsets from gcc, as in abi_test.go).
+func TestQueryQPDecoding(t *testing.T) {
+	want := qpAttrSample()
+	want.Cap = QPCap{MaxSendWR: 0x42000001, MaxRecvWR: 0x42000002, MaxSendSGE: 0x42000003, MaxRecvSGE: 0x42000004, MaxInlineData: 0x42000005}
+	want.SQDraining = true
+	var r queryQPResp
+	b := kernelBytes(&r)
+	putDest(b, 0, want.AH)
+	putDest(b, 32, want.AltAH)
+	for _, f := range []struct {
+		off, n int
+		v      uint64
+	}{
+		{64, 4, 0x42000001}, {68, 4, 0x42000002}, {72, 4, 0x42000003}, {76, 4, 0x42000004}, {80, 4, 0x42000005}, // max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data
+		{84, 4, 0x41000001}, {88, 4, 0x41000002}, {92, 4, 0x41000003}, {96, 4, 0x41000004}, {100, 4, 0x41000005}, // qkey, rq_psn, sq_psn, dest_qp_num, qp_access_flags
+		{104, 2, 0x3101}, {106, 2, 0x3102}, // pkey_index, alt_pkey_index
+		{108, 1, 0x21}, {109, 1, 0x22}, {110, 1, 0x23}, {111, 1, 0x24}, {112, 1, 1}, // qp_state, cur_qp_state, path_mtu, path_mig_state, sq_draining
+		{113, 1, 0x25}, {114, 1, 0x26}, {115, 1, 0x27}, {116, 1, 0x28}, {117, 1, 0x29}, // max_rd_atomic, max_dest_rd_atomic, min_rnr_timer, port_num, timeout
+		{118, 1, 0x2a}, {119, 1, 0x2b}, {120, 1, 0x2c}, {121, 1, 0x2d}, // retry_cnt, rnr_retry, alt_port_num, alt_timeout
+	} {
+		put(b, f.off, f.n, f.v)
+	}
+	if got := qpAttrFrom(&r); got != want {
+		t.Errorf("query_qp decoded:\n got %+v\nwant %+v", got, want)
 	}
 }

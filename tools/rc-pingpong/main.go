@@ -11,10 +11,13 @@
 // completion events. Each end prints its throughput and time per iteration.
 //
 // With RC_PINGPONG_MALLOCS=1 in the environment it also reports, on stderr,
-// how many heap allocations the exchange made: the loop should make none.
+// how many heap allocations the exchange loop made in the iterations after
+// a warm-up of a quarter of them (at least one), and where: it should make
+// none.
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -106,16 +109,29 @@ func pingpongMain(o *options, stdout, stderr io.Writer) (err error) {
 		defer runtime.UnlockOSThread()
 	}
 	countMallocs := os.Getenv("RC_PINGPONG_MALLOCS") == "1"
-	var before, after runtime.MemStats
+	var allocs, warm *loopAllocs
+	var warmAllocs int64
+	var allocErr error
 	if countMallocs {
-		runtime.ReadMemStats(&before)
+		allocs, warm = newLoopAllocs((*endpoint).exchange), &loopAllocs{}
+		p.warmUp = max(o.iters/4, 1)
+		p.onWarm = func() {
+			warmAllocs, allocErr = allocs.snapshot()
+			warm.sites, warm.nsite = allocs.sites, allocs.nsite
+		}
 	}
 	start := time.Now()
 	events, err := e.exchange(p)
 	elapsed := time.Since(start)
-	if countMallocs {
-		runtime.ReadMemStats(&after)
-		fmt.Fprintf(stderr, "rc-pingpong: %d heap allocations during the exchange\n", after.Mallocs-before.Mallocs)
+	if countMallocs && p.rcnt >= p.warmUp {
+		n, serr := allocs.snapshot()
+		if allocErr = cmp.Or(allocErr, serr); allocErr != nil {
+			fmt.Fprintf(stderr, "rc-pingpong: counting allocations: %v\n", allocErr)
+		} else {
+			fmt.Fprintf(stderr, "rc-pingpong: %d heap allocations in the %d iterations after a warm-up of %d\n",
+				n-warmAllocs, o.iters-p.warmUp, p.warmUp)
+			allocs.report(stderr, warm)
+		}
 	}
 	e.cq.Ack(events)
 	if err != nil {

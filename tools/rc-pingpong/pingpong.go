@@ -31,6 +31,9 @@ type pingpong struct {
 	rcnt    int // receives completed
 	routs   int // receives posted and not yet completed
 	pending int // recvWRID|sendWRID bits still awaited before the next send
+	// onWarm, if set, is called once, when the warmUp-th receive completes.
+	onWarm func()
+	warmUp int
 }
 
 // fill posts the first rxDepth receives, before the peer can send.
@@ -73,6 +76,9 @@ func (p *pingpong) complete(wrID uint64) error {
 			}
 		}
 		p.rcnt++
+		if p.rcnt == p.warmUp && p.onWarm != nil {
+			p.onWarm()
+		}
 	default:
 		return fmt.Errorf("Completion for unknown wr_id %d", int(wrID))
 	}

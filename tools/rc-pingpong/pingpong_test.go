@@ -157,3 +157,27 @@ func TestCompleteAllocatesNothing(t *testing.T) {
 		t.Errorf("complete allocates %v times per exchange", allocs)
 	}
 }
+
+// onWarm, where rc-pingpong starts counting allocations, runs once, when
+// the warmUp-th receive completes.
+func TestOnWarm(t *testing.T) {
+	calls, at := 0, 0
+	p := &pingpong{q: nopPoster{}, iters: 10, rxDepth: 4, warmUp: 3}
+	p.onWarm = func() { calls++; at = p.rcnt }
+	if err := p.fill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.start(true); err != nil {
+		t.Fatal(err)
+	}
+	for !p.finished() {
+		for _, id := range []uint64{sendWRID, recvWRID} {
+			if err := p.complete(id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if calls != 1 || at != 3 {
+		t.Errorf("onWarm called %d times, at receive %d; want once, at 3", calls, at)
+	}
+}
