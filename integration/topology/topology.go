@@ -189,7 +189,20 @@ func addRxe(eps []Endpoint) error {
 		}
 	}
 	for _, e := range eps {
-		if err := waitGID(e, 15*time.Second); err != nil {
+		err := waitGID(e, 15*time.Second)
+		// Seen once under load: an IPv6 GID took index 1 before the
+		// IPv4-mapped one (the GID table fills from asynchronous netdev
+		// events). Every test relies on index 1, so make the link again.
+		for try := 0; err != nil && try < 2; try++ {
+			if derr := netlink.RdmaLinkDel(e.RDMA); derr != nil {
+				return errors.Join(err, derr)
+			}
+			if aerr := netlink.RdmaLinkAdd(e.RDMA, "rxe", e.Netdev); aerr != nil {
+				return errors.Join(err, aerr)
+			}
+			err = waitGID(e, 15*time.Second)
+		}
+		if err != nil {
 			return err
 		}
 	}
