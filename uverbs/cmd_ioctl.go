@@ -116,6 +116,9 @@ const (
 	ioctlDeregMR
 	ioctlDeallocPD
 	ioctlCreateCQ
+	ioctlCreateQP
+	ioctlQueryGIDTable
+	ioctlQueryGIDEntry
 )
 
 // tryIoctl sends the ioctl build makes for method m, as libibverbs 44 does,
