@@ -12,7 +12,7 @@ import (
 )
 
 // maxIoctlAttrs bounds the attributes of one ioctl command built here.
-const maxIoctlAttrs = 8
+const maxIoctlAttrs = 12
 
 // ioctlBuf assembles one RDMA_VERBS_IOCTL command. The header and the
 // attribute array are contiguous, as the kernel reads them; buffers the
@@ -89,6 +89,12 @@ func (b *ioctlBuf) ptrOut(id uint16, p unsafe.Pointer, n int) *ioctlAttr {
 	a.Len = uint16(n)
 	a.Data = uint64(uintptr(p))
 	return a
+}
+
+// ptrIn adds a PTR_IN buffer of n bytes at p, longer than the 8 bytes
+// passed inline (fill_attr_in); p is pinned until done.
+func (b *ioctlBuf) ptrIn(id uint16, p unsafe.Pointer, n int) *ioctlAttr {
+	return b.ptrOut(id, p, n) // the same encoding: length and address
 }
 
 // finish fixes the header length; the kernel requires it to match num_attrs.
