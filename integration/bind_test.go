@@ -78,7 +78,7 @@ func TestBindGIDSysfsMatchesIoctl(t *testing.T) {
 				t.Errorf("%s: QueryGID(%d, %d): ioctl %+v %v, sysfs %+v %v; table %+v", name, a[i].Port, a[i].Index, e1, err1, e2, err2, a[i])
 			}
 		}
-		t.Logf("%s: %d populated GIDs agree: %+v", name, len(a), a)
+		t.Logf("%s: %d populated GIDs compared: %+v", name, len(a), a)
 		// An unpopulated slot is ErrGIDUnused on both paths.
 		last := a[len(a)-1]
 		if _, err := viaSysfs.QueryGID(last.Port, last.Index+1); !errors.Is(err, uverbs.ErrGIDUnused) {
