@@ -58,7 +58,11 @@ func traceIoctls(t *testing.T, limit time.Duration, name string, args ...string)
 	if err := unix.PtraceSetOptions(pid, unix.PTRACE_O_TRACESYSGOOD|unix.PTRACE_O_TRACECLONE|unix.PTRACE_O_EXITKILL); err != nil {
 		t.Fatal(err)
 	}
-	var calls []ioctlShape
+	var (
+		calls  []ioctlShape
+		exitWS unix.WaitStatus // the process's, reported with its leader thread
+		exited bool
+	)
 	inSyscall := map[int]bool{pid: false}
 	if err := unix.PtraceSyscall(pid, 0); err != nil {
 		t.Fatal(err)
@@ -84,6 +88,9 @@ func traceIoctls(t *testing.T, limit time.Duration, name string, args ...string)
 			}
 			stopped = true
 			if ws.Exited() || ws.Signaled() {
+				if tid == pid {
+					exitWS, exited = ws, true
+				}
 				delete(inSyscall, tid)
 				continue
 			}
@@ -113,8 +120,8 @@ func traceIoctls(t *testing.T, limit time.Duration, name string, args ...string)
 		}
 	}
 	b, _ := os.ReadFile(out.Name())
-	if !ws.Exited() || ws.ExitStatus() != 0 {
-		t.Fatalf("%s under the tracer: %v\n%s", name, ws, b)
+	if !exited || !exitWS.Exited() || exitWS.ExitStatus() != 0 {
+		t.Fatalf("%s under the tracer: exit status %#x\n%s", name, uint32(exitWS), b)
 	}
 	return calls, string(b)
 }
