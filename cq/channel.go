@@ -16,8 +16,9 @@ import (
 // It also matches unix.EAGAIN.
 var ErrNoEvent = errors.New("cq: no completion event")
 
-// ErrClosed is returned by operations on a closed Channel or CQ.
-var ErrClosed = errors.New("cq: closed")
+// ErrClosed is returned by operations on a closed Channel or CQ. It is
+// uverbs.ErrClosed, the one sentinel for every package.
+var ErrClosed = uverbs.ErrClosed
 
 // errNoEvent wraps ErrNoEvent and EAGAIN without allocating per call.
 var errNoEvent = fmt.Errorf("%w (%w)", ErrNoEvent, unix.EAGAIN)

@@ -4,6 +4,7 @@ package integration
 
 import (
 	"encoding/binary"
+	"errors"
 	"runtime"
 	"strings"
 	"testing"
@@ -83,10 +84,19 @@ func kernelResources(t *testing.T, name string) map[string]uint64 {
 	return nil
 }
 
+// everything is one of each object a Context can own.
+type everything struct {
+	pd  *uverbs.PD
+	buf *uverbs.Buffer
+	mr  *uverbs.MR
+	ch  *cq.Channel
+	cq  *cq.CQ
+	qp  *qp.QP
+}
+
 // makeEverything creates a PD, a buffer with an MR, a completion channel, a
-// CQ on it and an RC QP under ctx, and returns nothing: the caller drops
-// them all.
-func makeEverything(t *testing.T, ctx *uverbs.Context) {
+// CQ on it and an RC QP (in INIT, a receive posted) under ctx.
+func makeEverything(t *testing.T, ctx *uverbs.Context) everything {
 	t.Helper()
 	pd, err := ctx.AllocPD()
 	if err != nil {
@@ -96,7 +106,8 @@ func makeEverything(t *testing.T, ctx *uverbs.Context) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pd.RegisterMR(buf, uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite); err != nil {
+	mr, err := pd.RegisterMR(buf, uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite)
+	if err != nil {
 		t.Fatal(err)
 	}
 	ch, err := cq.NewChannel(ctx)
@@ -117,6 +128,11 @@ func makeEverything(t *testing.T, ctx *uverbs.Context) {
 	if err := q.ToInit(qp.InitParams{}); err != nil {
 		t.Fatal(err)
 	}
+	recv := qp.RecvWR{ID: 1, SGEs: []qp.SGE{{Addr: mr.Addr(), Length: 64, LKey: mr.LKey()}}}
+	if err := q.PostRecv([]qp.RecvWR{recv}); err != nil {
+		t.Fatal(err)
+	}
+	return everything{pd: pd, buf: buf, mr: mr, ch: ch, cq: c, qp: q}
 }
 
 // Ownership proof (a): a context with a PD, an MR, a CQ on a completion
@@ -136,7 +152,7 @@ func TestOwnershipDroppedObjectsAreReleased(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		makeEverything(t, ctx)
+		_ = makeEverything(t, ctx)
 		during := kernelResources(t, name)
 		for _, res := range []string{"pd", "cq", "qp", "mr"} {
 			if during[res] <= kernBefore[res] {
@@ -168,4 +184,51 @@ func sameCounts(a, b map[string]uint64) bool {
 		}
 	}
 	return len(a) == len(b)
+}
+
+// Ownership proof (b): the same objects, kept by the caller, and only
+// Context.Close called. At once (no garbage collection needed) the process
+// holds no uverbs fd or ring mapping, the kernel's counts are back, and the
+// forgotten objects say ErrClosed instead of touching unmapped rings.
+func TestOwnershipContextCloseReleasesChildren(t *testing.T) {
+	name := devices(t, 1)[0]
+	d, err := uverbs.DeviceByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernBefore := kernelResources(t, name)
+	ctx, err := uverbs.Open(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := makeEverything(t, ctx)
+	if fds, maps := uverbsHeld(); len(maps) == 0 || len(fds) < 3 {
+		t.Fatalf("with everything alive: fds %v, mappings %v", fds, maps)
+	}
+	if err := ctx.Close(); err != nil {
+		t.Fatalf("Context.Close with live children: %v", err)
+	}
+	if fds, maps := uverbsHeld(); len(fds)+len(maps) != 0 {
+		t.Fatalf("after Context.Close: uverbs fds %v, mappings %v", fds, maps)
+	}
+	if kern := kernelResources(t, name); !sameCounts(kern, kernBefore) {
+		t.Fatalf("kernel counts after Context.Close %v, before %v", kern, kernBefore)
+	}
+	wc := make([]cq.WC, 4)
+	if _, err := all.cq.Poll(wc); err == nil {
+		t.Fatal("Poll on a CQ of a closed Context succeeded")
+	}
+	recv := qp.RecvWR{ID: 2, SGEs: []qp.SGE{{Addr: all.mr.Addr(), Length: 64, LKey: all.mr.LKey()}}}
+	if err := all.qp.PostRecv([]qp.RecvWR{recv}); !errors.Is(err, qp.ErrClosed) {
+		t.Fatalf("PostRecv on a QP of a closed Context: %v, want ErrClosed", err)
+	}
+	// Closing them afterwards is harmless; the buffer is free again.
+	for what, err := range map[string]error{
+		"qp": all.qp.Close(), "cq": all.cq.Close(), "channel": all.ch.Close(),
+		"mr": all.mr.Close(), "pd": all.pd.Close(), "buffer": all.buf.Close(),
+	} {
+		if err != nil {
+			t.Errorf("%s.Close after Context.Close: %v", what, err)
+		}
+	}
 }

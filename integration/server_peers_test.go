@@ -5,6 +5,7 @@ package integration
 import (
 	"bytes"
 	"errors"
+	"github.com/pureverbs/pureverbs/qp"
 	"net"
 	"os"
 	"strconv"
@@ -110,7 +111,7 @@ func TestServerSideChannelGarbage(t *testing.T) {
 		}
 		defer c.Close()
 		c.Write(b)
-		if len(b) < server.RecordLen {
+		if len(b) < qp.PeerRecordLen {
 			c.(*net.TCPConn).CloseWrite()
 		}
 		var buf [64]byte
@@ -119,7 +120,7 @@ func TestServerSideChannelGarbage(t *testing.T) {
 			t.Errorf("the server answered %q to %q", buf[:n], b)
 		}
 	}
-	send([]byte(strings.Repeat("garbage!", 7)[:server.RecordLen]))
+	send([]byte(strings.Repeat("garbage!", 7)[:qp.PeerRecordLen]))
 	send([]byte("0000:000011:00"))
 	send([]byte("0000:0000zz:000001:00000000000000000000ffff0a630002\x00"))
 	c, err := net.Dial("tcp", addr) // silent: the server's timeout ends it

@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"github.com/pureverbs/pureverbs/qp"
 	"net"
 	"os"
 	"runtime"
@@ -220,11 +221,11 @@ func TestServerCompleteConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	rec := make([]byte, server.RecordLen)
+	rec := make([]byte, qp.PeerRecordLen)
 	if _, err := readFull(c, rec); err != nil {
 		t.Fatal(err)
 	}
-	var peer server.Peer
+	var peer qp.Peer
 	if err := peer.UnmarshalText(rec); err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func TestServerCompleteConnection(t *testing.T) {
 	if err := r.srv.CompleteConnection(peer.QPN, peer.PSN, r.srv.ActiveMTU(), 12); !errors.Is(err, server.ErrConnected) {
 		t.Errorf("second CompleteConnection: %v", err)
 	}
-	me := server.Peer{QPN: r.srv.QPN(), PSN: r.srv.SendPSN(), GID: r.srv.GID()}
+	me := qp.Peer{QPN: r.srv.QPN(), PSN: r.srv.SendPSN(), GID: r.srv.GID()}
 	b, _ := me.MarshalText()
 	c.Write(append(b, 0))
 	done := make([]byte, 5)

@@ -3,7 +3,10 @@
 package netpoll
 
 import (
+	"fmt"
+
 	"errors"
+	"github.com/pureverbs/pureverbs/uverbs"
 
 	"golang.org/x/sys/unix"
 )
@@ -11,7 +14,8 @@ import (
 var (
 	// ErrNotSupported is matched (errors.Is) by every error saying the
 	// kernel lacks a feature: ErrKernelTooOld and ErrNoBusyPoll.
-	ErrNotSupported = errors.New("netpoll: not supported by this kernel")
+	// It matches uverbs.ErrNotSupported too.
+	ErrNotSupported = fmt.Errorf("netpoll: %w by this kernel", uverbs.ErrNotSupported)
 	// ErrKernelTooOld: the kernel predates the call (EPIOCSPARAMS needs
 	// Linux 6.9, epoll_pwait2 5.11).
 	ErrKernelTooOld = errors.New("netpoll: kernel too old")
@@ -21,7 +25,8 @@ var (
 	ErrNeedCapNetAdmin = errors.New("netpoll: needs CAP_NET_ADMIN")
 
 	// ErrClosed: the driver was closed.
-	ErrClosed = errors.New("netpoll: driver closed")
+	// It matches uverbs.ErrClosed too.
+	ErrClosed = fmt.Errorf("netpoll: driver: %w", uverbs.ErrClosed)
 	// ErrRunning: Run or Poll is already running on this driver.
 	ErrRunning = errors.New("netpoll: driver already running")
 	// ErrNoSource: no source has that id (never added, or already gone).

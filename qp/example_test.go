@@ -26,7 +26,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	gid, err := ctx.QueryGID(1, 1) // the IPv4-mapped RoCE v2 GID
+	gid, err := ctx.NetdevGID(1, "veth0") // the RoCE v2 GID of rxe0's netdev
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -59,15 +59,10 @@ func Example() {
 		defer qps[i].Close()
 	}
 	for i, q := range qps {
-		peer := qps[1-i]
-		if err := q.ToInit(qp.InitParams{}); err != nil {
-			log.Fatal(err)
-		}
-		if err := q.ToRTR(qp.RTRParams{DestQPN: peer.Num(), RQPSN: 0, PathMTU: port.ActiveMTU,
-			DGID: gid.GID, SGIDIndex: uint8(gid.Index)}); err != nil {
-			log.Fatal(err)
-		}
-		if err := q.ToRTS(qp.RTSParams{SQPSN: 0}); err != nil {
+		// Two programs would exchange these as qp.Peer records
+		// (MarshalText) over TCP.
+		peer := qp.Peer{QPN: qps[1-i].Num(), PSN: 0, GID: gid.GID}
+		if err := q.Connect(peer, qp.ConnectOptions{SGIDIndex: uint8(gid.Index), PathMTU: port.ActiveMTU}); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -76,12 +71,20 @@ func Example() {
 	// sends from the first half.
 	msg := buf.Bytes()
 	copy(msg, "hello over rxe")
-	recv := qp.RecvWR{ID: 1, SGEs: []qp.SGE{{Addr: mr.Addr() + 4096, Length: 4096, LKey: mr.LKey()}}}
+	second, err := mr.SGE(4096, 4096)
+	if err != nil {
+		log.Fatal(err)
+	}
+	first, err := mr.SGE(0, 14)
+	if err != nil {
+		log.Fatal(err)
+	}
+	recv := qp.RecvWR{ID: 1, SGEs: []uverbs.SGE{second}}
 	if err := qps[1].PostRecv([]qp.RecvWR{recv}); err != nil {
 		log.Fatal(err)
 	}
 	send := qp.SendWR{ID: 2, Opcode: qp.SendWithImm, Flags: qp.Signaled, Imm: 42,
-		SGEs: []qp.SGE{{Addr: mr.Addr(), Length: 14, LKey: mr.LKey()}}}
+		SGEs: []uverbs.SGE{first}}
 	if err := qps[0].PostSend([]qp.SendWR{send}); err != nil {
 		log.Fatal(err)
 	}
@@ -101,4 +104,20 @@ func Example() {
 			fmt.Printf("received %q, imm %d, status %v\n", msg[4096:4096+w.ByteLen], w.Imm, w.Status)
 		}
 	}
+}
+
+// A peer record in rdma-core's pingpong exchange format, as the server's
+// side channel and every pingpong tool trade it.
+func ExamplePeer_MarshalText() {
+	p := qp.Peer{QPN: 0x11, PSN: 0x3a5f1c, GID: uverbs.GID{10: 0xff, 11: 0xff, 12: 10, 13: 99, 14: 0, 15: 1}}
+	b, _ := p.MarshalText()
+	fmt.Println(string(b))
+	var q qp.Peer
+	if err := q.UnmarshalText([]byte("0000:000012:00abcd:00000000000000000000ffff0a630002")); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("QPN %#x PSN %#x GID %v\n", q.QPN, q.PSN, q.GID)
+	// Output:
+	// 0000:000011:3a5f1c:00000000000000000000ffff0a630001
+	// QPN 0x12 PSN 0xabcd GID ::ffff:10.99.0.2
 }

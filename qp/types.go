@@ -66,14 +66,31 @@ const (
 	AttrDestQPN         = uverbs.QPAttrDestQPN
 )
 
-// SGE is one scatter/gather element: Length bytes at Addr in a memory
-// region with local key LKey (uverbs.MR.LKey, addresses from MR.Addr).
-type SGE = rxe.SGE
+// SGE is one scatter/gather element; make it with uverbs.MR.SGE, which
+// checks the range against the region.
+type SGE = uverbs.SGE
 
-// SendWR is a send work request; see rxe.SendWR for its fields.
+// SendWR is a send work request, as it goes into the send ring with no
+// conversion:
+//
+//	type SendWR struct {
+//		ID         uint64        // returned in the completion (WC.WRID)
+//		Opcode     SendOpcode    // Send, SendWithImm, RDMAWrite, RDMAWriteWithImm, RDMARead
+//		Flags      SendFlags     // Signaled, Solicited, Inline, Fence
+//		Imm        uint32        // immediate data, host order (the *WithImm opcodes)
+//		SGEs       []uverbs.SGE  // gather list (scatter list for RDMARead); from MR.SGE
+//		Inline     []byte        // the payload of an Inline request, up to Cap.MaxInline
+//		RemoteAddr uint64        // the peer's memory, for the RDMA opcodes
+//		RKey       uint32
+//	}
 type SendWR = rxe.SendWR
 
-// RecvWR is a receive work request: ID and the scatter list.
+// RecvWR is a receive work request: where one incoming message goes.
+//
+//	type RecvWR struct {
+//		ID   uint64       // returned in the completion (WC.WRID)
+//		SGEs []uverbs.SGE // scatter list; from MR.SGE
+//	}
 type RecvWR = rxe.RecvWR
 
 // SendOpcode is the operation of a send work request.

@@ -8,8 +8,7 @@ import (
 
 // checkDriver refuses a device whose kernel driver is not rdma_rxe: its
 // driver response and ring layout are not rxe's, so mapping "rings" from it
-// would read garbage. The error names the driver and wraps both
-// ErrNotSupported and uverbs.ErrNotSupported.
+// would read garbage. The error names the driver and wraps ErrNotSupported.
 func checkDriver(verb string, d uverbs.Device) error {
 	if d.DriverID == uverbs.DriverRXE {
 		return nil
@@ -18,5 +17,5 @@ func checkDriver(verb string, d uverbs.Device) error {
 	if driver == "" {
 		driver = "an unknown driver"
 	}
-	return fmt.Errorf("rxe: %s: %s is driven by %s, not rxe: %w (%w)", verb, d.Name, driver, ErrNotSupported, uverbs.ErrNotSupported)
+	return fmt.Errorf("rxe: %s: %s is driven by %s, not rxe: %w", verb, d.Name, driver, ErrNotSupported)
 }

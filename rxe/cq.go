@@ -85,6 +85,7 @@ func CreateCQ(ctx *uverbs.Context, attr uverbs.CQAttr) (*CQ, error) {
 		return nil, err
 	}
 	c.vcq = vcq
+	vcq.OnContextClose(func() { c.release() })
 	return c, nil
 }
 
@@ -134,9 +135,15 @@ func (c *CQ) Destroy() (compEvents, asyncEvents uint32, err error) {
 			return 0, 0, err
 		}
 	}
+	return compEvents, asyncEvents, c.release()
+}
+
+// release stops polling and unmaps the ring; after the kernel CQ is gone,
+// by Destroy or by the Context's Close.
+func (c *CQ) release() error {
 	c.ring.detach()
 	if c.mem != nil {
-		err = c.mem.Close()
+		return c.mem.Close()
 	}
-	return compEvents, asyncEvents, err
+	return nil
 }

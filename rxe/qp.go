@@ -44,6 +44,10 @@ func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
 		}
 		return nil, err
 	}
+	vqp.OnContextClose(func() {
+		q.sq.detach(nil)
+		q.release()
+	})
 	return q, nil
 }
 
@@ -142,6 +146,12 @@ func (q *QP) Destroy() (events uint32, err error) {
 	if err := q.sq.detach(destroy); err != nil {
 		return 0, err
 	}
+	return events, q.release()
+}
+
+// release detaches the receive queue and unmaps both rings; the send queue
+// is already detached.
+func (q *QP) release() (err error) {
 	if q.rq != nil {
 		q.rq.mu.Lock()
 		q.rq.ring = nil
@@ -152,5 +162,5 @@ func (q *QP) Destroy() (events uint32, err error) {
 			err = errors.Join(err, m.Close())
 		}
 	}
-	return events, err
+	return err
 }

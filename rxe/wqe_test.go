@@ -128,10 +128,10 @@ func TestEncodeRecvBytes(t *testing.T) {
 func TestSendWQERoundTrip(t *testing.T) {
 	r := mustRing(t, 512, 1)
 	for _, wr := range []SendWR{
-		{ID: 1, Opcode: OpSend, Flags: Signaled, SGEs: []SGE{{1, 2, 3}}},
-		{ID: 2, Opcode: OpSendWithImm, Imm: 0x01020304, SGEs: []SGE{{4, 5, 6}, {7, 8, 9}}},
-		{ID: 3, Opcode: OpRDMAWrite, Flags: Fence, SGEs: []SGE{{1, 1, 1}}, RemoteAddr: 77, RKey: 5},
-		{ID: 4, Opcode: OpRDMARead, SGEs: []SGE{{1, 64, 1}}, RemoteAddr: 1 << 40, RKey: 6},
+		{ID: 1, Opcode: OpSend, Flags: Signaled, SGEs: []SGE{{Addr: 1, Length: 2, LKey: 3}}},
+		{ID: 2, Opcode: OpSendWithImm, Imm: 0x01020304, SGEs: []SGE{{Addr: 4, Length: 5, LKey: 6}, {Addr: 7, Length: 8, LKey: 9}}},
+		{ID: 3, Opcode: OpRDMAWrite, Flags: Fence, SGEs: []SGE{{Addr: 1, Length: 1, LKey: 1}}, RemoteAddr: 77, RKey: 5},
+		{ID: 4, Opcode: OpRDMARead, SGEs: []SGE{{Addr: 1, Length: 64, LKey: 1}}, RemoteAddr: 1 << 40, RKey: 6},
 		{ID: 5, Opcode: OpSendWithImm, Flags: Inline | Signaled, Imm: 42, Inline: bytes.Repeat([]byte{0x5a}, 300)},
 		{ID: 6, Opcode: OpSend, SGEs: []SGE{}},
 	} {

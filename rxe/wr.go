@@ -3,19 +3,15 @@ package rxe
 import (
 	"errors"
 	"fmt"
+	"github.com/pureverbs/pureverbs/uverbs"
 	"strconv"
 
 	"golang.org/x/sys/unix"
 )
 
-// SGE is one scatter/gather element: Length bytes at virtual address Addr
-// inside a memory region whose local key is LKey. Its layout is struct
-// rxe_sge (and struct ib_sge), so SGE lists are copied into WQEs as they are.
-type SGE struct {
-	Addr   uint64
-	Length uint32
-	LKey   uint32
-}
+// SGE is uverbs.SGE: its layout is also struct rxe_sge, so SGE lists are
+// copied into WQEs as they are.
+type SGE = uverbs.SGE
 
 // Opcode is a send work request opcode. The values are the kernel's
 // enum ib_wr_opcode (= enum ib_uverbs_wr_opcode in rdma/ib_user_verbs.h),
@@ -111,24 +107,33 @@ type RecvWR struct {
 type postError struct {
 	msg   string
 	errno unix.Errno
+	is    error // a package-wide sentinel it also matches, or nil
 }
 
 func (e *postError) Error() string { return e.msg }
-func (e *postError) Unwrap() error { return e.errno }
+
+// Unwrap gives the errno and, for ErrClosed, uverbs.ErrClosed.
+func (e *postError) Unwrap() []error {
+	if e.is == nil {
+		return []error{e.errno}
+	}
+	return []error{e.errno, e.is}
+}
 
 // Errors from PostSend and PostRecv. Nothing of a failing call is posted.
 var (
 	// ErrQueueFull: the work queue has no room for all the requests (ENOMEM).
-	ErrQueueFull error = &postError{"rxe: work queue full", unix.ENOMEM}
+	ErrQueueFull error = &postError{"rxe: work queue full", unix.ENOMEM, nil}
 	// ErrTooManySGEs: an SGE list is longer than the QP's granted maximum (EINVAL).
-	ErrTooManySGEs error = &postError{"rxe: too many SGEs", unix.EINVAL}
+	ErrTooManySGEs error = &postError{"rxe: too many SGEs", unix.EINVAL, nil}
 	// ErrInlineTooLong: inline data exceeds the QP's granted max_inline_data (EINVAL).
-	ErrInlineTooLong error = &postError{"rxe: inline data too long", unix.EINVAL}
+	ErrInlineTooLong error = &postError{"rxe: inline data too long", unix.EINVAL, nil}
 	// ErrInvalidWR: an unknown opcode or flag, inline data with an SGE list,
 	// inline RDMA READ, or a message longer than 2 GiB (EINVAL).
-	ErrInvalidWR error = &postError{"rxe: invalid work request", unix.EINVAL}
+	ErrInvalidWR error = &postError{"rxe: invalid work request", unix.EINVAL, nil}
 	// ErrClosed: the queue has been closed (EBADF).
-	ErrClosed error = &postError{"rxe: queue closed", unix.EBADF}
+	// It also matches uverbs.ErrClosed.
+	ErrClosed error = &postError{"rxe: queue closed", unix.EBADF, uverbs.ErrClosed}
 )
 
 // ErrDoorbell is matched (errors.Is) by the error PostSend returns when
@@ -150,7 +155,8 @@ func (e *DoorbellError) Error() string { return ErrDoorbell.Error() + ": " + e.E
 func (e *DoorbellError) Unwrap() []error { return []error{ErrDoorbell, e.Err} }
 
 // ErrNotSupported reports a queue type or feature this provider does not do yet.
-var ErrNotSupported = errors.New("rxe: not supported")
+// It is uverbs.ErrNotSupported, the one sentinel for every package.
+var ErrNotSupported = uverbs.ErrNotSupported
 
 // maxMessage is the largest message IB transports carry (2^31 bytes).
 const maxMessage = 1 << 31

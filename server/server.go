@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"github.com/pureverbs/pureverbs/qp"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -16,7 +17,8 @@ var (
 	// channel owns the connection.
 	ErrConnected = errors.New("server: already connected; a Server completes one connection (the side channel replaces its own)")
 	// ErrClosed: the server was closed.
-	ErrClosed = errors.New("server: closed")
+	// It matches uverbs.ErrClosed too.
+	ErrClosed = fmt.Errorf("server: %w", uverbs.ErrClosed)
 	// ErrReceiveOnly: the server does not send.
 	ErrReceiveOnly = errors.New("server: sending is not supported: the server only receives")
 )
@@ -194,13 +196,13 @@ func (s *Server) CompleteConnection(peerQPN, peerPSN uint32, pmtu uverbs.MTU, mi
 		return errors.New("server: complete connection: no peer GID (call SetPeerGID)")
 	}
 	s.completed = true
-	return s.connectLocked(Peer{QPN: peerQPN, PSN: peerPSN, GID: s.peerGID}, pmtu, minRNRTimer, true)
+	return s.connectLocked(qp.Peer{QPN: peerQPN, PSN: peerPSN, GID: s.peerGID}, pmtu, minRNRTimer, true)
 }
 
 // connectLocked runs one connection: the fresh QP (or a new one), every
 // free slot posted before RTR, then RTR, RTS and the loop. With terminal
 // set, the loop's end ends the server. s.mu is held.
-func (s *Server) connectLocked(p Peer, pmtu uverbs.MTU, minRNR uint8, terminal bool) error {
+func (s *Server) connectLocked(p qp.Peer, pmtu uverbs.MTU, minRNR uint8, terminal bool) error {
 	q := s.fresh
 	s.fresh = nil
 	if q == nil {

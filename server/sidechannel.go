@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pureverbs/pureverbs/qp"
 	"io"
 	"net"
 	"sync"
@@ -105,12 +106,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, opts ServeOptions) 
 
 // exchange runs one client's handshake and returns the connection it made.
 func (s *Server) exchange(conn net.Conn, timeout time.Duration) (*session, error) {
-	var rec [RecordLen]byte
+	var rec [qp.PeerRecordLen]byte
 	conn.SetDeadline(time.Now().Add(timeout))
 	if n, err := io.ReadFull(conn, rec[:]); err != nil {
-		return nil, fmt.Errorf("read peer record: got %d of %d bytes: %w", n, RecordLen, err)
+		return nil, fmt.Errorf("read peer record: got %d of %d bytes: %w", n, qp.PeerRecordLen, err)
 	}
-	var p Peer
+	var p qp.Peer
 	if err := p.UnmarshalText(rec[:]); err != nil {
 		return nil, err
 	}
@@ -133,10 +134,10 @@ func (s *Server) exchange(conn net.Conn, timeout time.Duration) (*session, error
 		return nil, fmt.Errorf("connect to QP %#x: %w", p.QPN, err)
 	}
 	ss := s.sess
-	me := Peer{QPN: ss.q.num(), PSN: psn, GID: s.dev.gid}
+	me := qp.Peer{QPN: ss.q.num(), PSN: psn, GID: s.dev.gid}
 	s.mu.Unlock()
 	conn.SetDeadline(time.Now().Add(timeout))
-	_, err := conn.Write(me.record())
+	_, err := conn.Write(record(me))
 	var done [5]byte
 	if err == nil {
 		_, err = io.ReadFull(conn, done[:])

@@ -162,7 +162,7 @@ func (d *device) newRCQueue() (r *rcQueue, err error) {
 }
 
 // connect takes the QP from INIT through RTR (towards the peer) to RTS.
-func (r *rcQueue) connect(p Peer, mtu uverbs.MTU, minRNR uint8, sendPSN uint32) error {
+func (r *rcQueue) connect(p qp.Peer, mtu uverbs.MTU, minRNR uint8, sendPSN uint32) error {
 	err := r.qp.ToRTR(qp.RTRParams{
 		DestQPN:     p.QPN,
 		RQPSN:       p.PSN,

@@ -21,6 +21,7 @@ func of[T any]() reflect.Type { return reflect.TypeFor[T]() }
 // rdma_user_ioctl_cmds.h (x86_64; the structs are laid out identically on
 // arm64, being padded for 32/64-bit compatibility).
 var layouts = []layout{
+	{"ib_uverbs_sge", of[SGE](), 16, map[string]uintptr{"Addr": 0, "Length": 8, "LKey": 12}},
 	{"ib_uverbs_cmd_hdr", of[cmdHdr](), 8, map[string]uintptr{"Command": 0, "InWords": 4, "OutWords": 6}},
 	{"ib_uverbs_ex_cmd_hdr", of[exCmdHdr](), 16, map[string]uintptr{"Response": 0, "ProviderInWords": 8, "ProviderOutWords": 10, "CmdHdrReserved": 12}},
 	{"ib_uverbs_get_context", of[getContextCmd](), 8, map[string]uintptr{"Response": 0}},

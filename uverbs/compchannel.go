@@ -13,6 +13,8 @@ import (
 // can be polled with epoll/poll.
 // A channel dropped without Close has its fd closed by a GC cleanup.
 type CompChannel struct {
+	ctx     *Context
+	kid     *child
 	fd      int
 	close   once
 	cleanup runtime.Cleanup
@@ -32,7 +34,8 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("uverbs: create_comp_channel: %w", err)
 	}
-	ch := &CompChannel{fd: fd}
+	ch := &CompChannel{ctx: c, fd: fd}
+	ch.kid = c.kids.add(levelChannel, ch.Close)
 	ch.cleanup = runtime.AddCleanup(ch, func(fd int) { unix.Close(fd) }, fd)
 	return ch, nil
 }
@@ -73,6 +76,7 @@ func (ch *CompChannel) Close() error {
 			err = fmt.Errorf("uverbs: close completion channel: %w", e)
 		}
 		ch.fd = -1
+		ch.ctx.kids.remove(ch.kid)
 		return nil
 	})
 	return err

@@ -1,6 +1,7 @@
 package uverbs
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -27,6 +28,7 @@ type Context struct {
 	sysfs          string        // sysfs root for the GID fallback, normally "/sys"
 	noIoctl        atomic.Uint32 // ioctlMethod bits the kernel lacks: use write()
 
+	kids    children // what was created under the Context and is still open
 	close   once
 	cleanup runtime.Cleanup // closes both fds if the Context is dropped unclosed
 }
@@ -56,9 +58,10 @@ func Open(d Device) (*Context, error) {
 		c.Close()
 		return nil, fmt.Errorf("uverbs: get_context: async fd: %w", err)
 	}
-	// A safety net, not a substitute for Close: the kernel frees every
-	// object of the context once both fds are closed. Children hold the
-	// Context, so this runs only when they are unreachable too.
+	// A safety net, not a substitute for Close: once both fds are closed
+	// and the rings' own cleanups have unmapped them (a mapping holds the
+	// file open), the kernel frees every object of the context. Children
+	// hold the Context, so this runs only when they are unreachable too.
 	c.cleanup = runtime.AddCleanup(c, func(fds [2]int) {
 		unix.Close(fds[0])
 		unix.Close(fds[1])
@@ -93,21 +96,29 @@ func (c *Context) AsyncFD() int { return c.asyncFD }
 // NumCompVectors is the number of completion vectors of the device.
 func (c *Context) NumCompVectors() int { return c.numCompVectors }
 
-// Close closes the async event fd and the command fd; the kernel then
-// releases every object still alive in the context. Close is idempotent.
+// Close destroys whatever is still open under the Context, each object
+// before what it uses (QPs, then CQs and MRs, then PDs, then completion
+// channels), has providers unmap their rings, and closes the async event fd
+// and the command fd. Afterwards the process holds no mapping, fd or pinned
+// page of the context, whatever the caller forgot to close; objects of it
+// report ErrClosed or do nothing. Close must not run concurrently with
+// methods of the Context or of its objects. It returns the first errors of
+// the destroys, if any, but closes the Context either way; it is
+// idempotent.
 func (c *Context) Close() error {
 	var err error
 	c.close.do(func() error {
+		err = c.kids.closeAll()
 		c.cleanup.Stop()
 		// Both fds are gone after close(2) whatever it returns, so the
 		// context counts as closed even when an error is reported.
 		if c.asyncFD >= 0 {
 			if e := unix.Close(c.asyncFD); e != nil {
-				err = fmt.Errorf("uverbs: close async fd: %w", e)
+				err = errors.Join(err, fmt.Errorf("uverbs: close async fd: %w", e))
 			}
 		}
-		if e := unix.Close(c.fd); e != nil && err == nil {
-			err = fmt.Errorf("uverbs: close %s: %w", c.dev.Path, e)
+		if e := unix.Close(c.fd); e != nil {
+			err = errors.Join(err, fmt.Errorf("uverbs: close %s: %w", c.dev.Path, e))
 		}
 		c.fd, c.asyncFD = -1, -1
 		return nil

@@ -24,6 +24,7 @@ type CQ struct {
 	cqe        int
 	userHandle uint64
 	channel    *CompChannel
+	kid        *child
 	close      once
 }
 
@@ -44,7 +45,9 @@ func (c *Context) CreateCQ(attr CQAttr, driverOut []byte) (*CQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &CQ{ctx: c, handle: r.CQHandle, cqe: int(r.CQE), userHandle: attr.UserHandle, channel: attr.Channel}, nil
+	cq := &CQ{ctx: c, handle: r.CQHandle, cqe: int(r.CQE), userHandle: attr.UserHandle, channel: attr.Channel}
+	cq.kid = c.kids.add(levelCQMR, func() error { _, _, err := cq.Destroy(); return err })
+	return cq, nil
 }
 
 // createCQ sends the ioctl, as libibverbs 44 does, and the write() command
@@ -125,6 +128,11 @@ func (cq *CQ) UserHandle() uint64 { return cq.userHandle }
 // Channel returns the completion channel of the CQ, or nil.
 func (cq *CQ) Channel() *CompChannel { return cq.channel }
 
+// OnContextClose registers release to run when the Context's Close destroys
+// the CQ (not when Destroy does): the provider detaches and unmaps the ring
+// it mapped for the CQ there.
+func (cq *CQ) OnContextClose(release func()) { cq.ctx.kids.setRelease(cq.kid, release) }
+
 // ReqNotify arms the CQ (IB_USER_VERBS_CMD_REQ_NOTIFY_CQ): the next
 // completion (only solicited ones if solicitedOnly) raises one event on the
 // channel. A completion that arrived before arming raises none: poll again
@@ -145,14 +153,14 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 // Destroy is idempotent: later calls return zero counts.
 func (cq *CQ) Destroy() (compEvents, asyncEvents uint32, err error) {
 	err = cq.close.do(func() error {
-		if cq.ctx.released() {
-			return nil
+		if !cq.ctx.released() {
+			r, err := cq.destroy()
+			if err != nil {
+				return err
+			}
+			compEvents, asyncEvents = r.CompEventsReported, r.AsyncEventsReported
 		}
-		r, err := cq.destroy()
-		if err != nil {
-			return err
-		}
-		compEvents, asyncEvents = r.CompEventsReported, r.AsyncEventsReported
+		cq.ctx.kids.remove(cq.kid)
 		return nil
 	})
 	return compEvents, asyncEvents, err

@@ -14,7 +14,13 @@
 // here: a provider package passes its driver-specific response buffer to
 // CreateCQ/CreateQP and maps the rings itself through Context.FD.
 //
-// Objects must be released child-first (QP, CQ, MR, PD, channel, then the
-// Context). Closing a Context releases everything the kernel still holds for
-// it, but Go objects created from it become unusable.
+// Ownership: every object has an idempotent Close (Destroy for CQ and QP).
+// The Context records what was created under it; its Close destroys whatever
+// is still open, each object before what it uses, has the provider unmap its
+// rings, and closes its fds, so that afterwards the process holds nothing of
+// the context. Objects dropped without Close are released by GC cleanups (a
+// safety net, not a substitute): the Context's closes its fds, each ring
+// mapping and Buffer unmaps itself, and the kernel then frees the rest
+// (integration/ownership_test.go checks both paths against the kernel's own
+// resource counts).
 package uverbs

@@ -179,3 +179,42 @@ func queryGIDEntryCmd(driverID uint32, port uint8, index uint32, e *gidEntry) *i
 	b.ptrOut(attrQueryGIDEntryRespEntry, unsafe.Pointer(e), int(unsafe.Sizeof(*e)))
 	return b
 }
+
+// FindGID returns the RoCE v2 GID of port whose address is ip: for an IPv4
+// address, its IPv4-mapped GID (::ffff:a.b.c.d). It is how a program finds
+// the GID index to use from the address it configured, instead of assuming
+// an index. No such entry is an error wrapping ErrGIDUnused.
+func (c *Context) FindGID(port uint8, ip netip.Addr) (GIDEntry, error) {
+	want := GID(ip.As16()) // As16 maps IPv4 into IPv6
+	return c.findGID(port, "address "+ip.String(), func(e *GIDEntry) bool { return e.GID == want })
+}
+
+// NetdevGID returns the RoCE v2 GID of port that belongs to the network
+// device named ifname, preferring an IPv4-mapped one (what rdma-core's tools
+// use with -g on rxe) over an IPv6 one. No such entry is an error wrapping
+// ErrGIDUnused.
+func (c *Context) NetdevGID(port uint8, ifname string) (GIDEntry, error) {
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return GIDEntry{}, fmt.Errorf("uverbs: GID of netdev %s: %w", ifname, err)
+	}
+	onNetdev := func(e *GIDEntry) bool { return e.NetdevIndex == ifi.Index }
+	if e, err := c.findGID(port, "netdev "+ifname, func(e *GIDEntry) bool { return onNetdev(e) && e.GID.To4() != nil }); err == nil {
+		return e, nil
+	}
+	return c.findGID(port, "netdev "+ifname, onNetdev)
+}
+
+// findGID returns the first RoCE v2 entry of port that match accepts.
+func (c *Context) findGID(port uint8, what string, match func(*GIDEntry) bool) (GIDEntry, error) {
+	table, err := c.QueryGIDTable()
+	if err != nil {
+		return GIDEntry{}, err
+	}
+	for i := range table {
+		if e := &table[i]; e.Port == port && e.Type == GIDTypeRoCEv2 && match(e) {
+			return *e, nil
+		}
+	}
+	return GIDEntry{}, fmt.Errorf("uverbs: no RoCE v2 GID for %s on %s port %d: %w", what, c.dev.Name, port, ErrGIDUnused)
+}

@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -74,6 +75,7 @@ type MR struct {
 	rkey   uint32
 	addr   uint64
 	length int
+	kid    *child
 	close  once
 }
 
@@ -110,7 +112,29 @@ func (pd *PD) RegisterMRRange(b *Buffer, off, length int, access Access) (*MR, e
 		return nil, err
 	}
 	r := &resp.resp
-	return &MR{pd: pd, buf: b, handle: r.MRHandle, lkey: r.LKey, rkey: r.RKey, addr: addr, length: length}, nil
+	mr := &MR{pd: pd, buf: b, handle: r.MRHandle, lkey: r.LKey, rkey: r.RKey, addr: addr, length: length}
+	mr.kid = pd.ctx.kids.add(levelCQMR, mr.Close)
+	return mr, nil
+}
+
+// SGE is one scatter/gather element of a work request: Length bytes at
+// virtual address Addr inside a memory region whose local key is LKey. Its
+// layout is struct ib_uverbs_sge (and rxe's struct rxe_sge). Make one with
+// MR.SGE rather than by address arithmetic.
+type SGE struct {
+	Addr   uint64
+	Length uint32
+	LKey   uint32
+}
+
+// SGE returns the scatter/gather element for length bytes at offset off of
+// the region. A range outside the region, or longer than an SGE can say
+// (4 GiB - 1), is an error wrapping unix.EINVAL.
+func (mr *MR) SGE(off, length int) (SGE, error) {
+	if off < 0 || length < 0 || length > math.MaxUint32 || off > mr.length || length > mr.length-off {
+		return SGE{}, fmt.Errorf("uverbs: SGE [%d, +%d) outside the %d-byte memory region: %w", off, length, mr.length, unix.EINVAL)
+	}
+	return SGE{Addr: mr.addr + uint64(off), Length: uint32(length), LKey: mr.lkey}, nil
 }
 
 // LKey returns the local key, for SGEs.
@@ -142,6 +166,7 @@ func (mr *MR) Close() error {
 			}
 		}
 		mr.buf.unregister()
+		mr.pd.ctx.kids.remove(mr.kid)
 		return nil
 	})
 }

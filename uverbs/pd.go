@@ -4,6 +4,7 @@ package uverbs
 type PD struct {
 	ctx    *Context
 	handle uint32
+	kid    *child
 	close  once
 }
 
@@ -15,7 +16,9 @@ func (c *Context) AllocPD() (*PD, error) {
 	if err := execWrite(c, "alloc_pd", cmdAllocPD, &f, &resp, nil, 0); err != nil {
 		return nil, err
 	}
-	return &PD{ctx: c, handle: resp.resp.PDHandle}, nil
+	pd := &PD{ctx: c, handle: resp.resp.PDHandle}
+	pd.kid = c.kids.add(levelPD, pd.Close)
+	return pd, nil
 }
 
 // Context returns the context the PD belongs to.
@@ -30,10 +33,13 @@ func (pd *PD) Handle() uint32 { return pd.handle }
 // it has succeeded, Close does nothing.
 func (pd *PD) Close() error {
 	return pd.close.do(func() error {
-		if pd.ctx.released() {
-			return nil
+		if !pd.ctx.released() {
+			if err := pd.dealloc(); err != nil {
+				return err
+			}
 		}
-		return pd.dealloc()
+		pd.ctx.kids.remove(pd.kid)
+		return nil
 	})
 }
 

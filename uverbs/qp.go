@@ -24,6 +24,7 @@ type QP struct {
 	handle uint32
 	num    uint32
 	init   QPInitAttr // Cap as granted
+	kid    *child
 	close  once
 }
 
@@ -45,6 +46,7 @@ func (pd *PD) CreateQP(attr QPInitAttr, driverOut []byte) (*QP, error) {
 		qpn    uint32
 		handle *ioctlAttr
 	)
+	qp := &QP{pd: pd, init: attr}
 	if done, err := c.tryIoctl(ioctlCreateQP, verb, func(driverID uint32) *ioctlBuf {
 		var b *ioctlBuf
 		b, handle = createQPIoctl(driverID, pd.handle, attr, c.asyncFD, &cp, &qpn, driverOut)
@@ -53,33 +55,33 @@ func (pd *PD) CreateQP(attr QPInitAttr, driverOut []byte) (*QP, error) {
 		if err != nil {
 			return nil, err
 		}
-		qp := &QP{pd: pd, handle: uint32(handle.Data), num: qpn, init: attr}
-		qp.init.Cap = cp
-		return qp, nil
+		qp.handle, qp.num, qp.init.Cap = uint32(handle.Data), qpn, cp
+	} else {
+		var resp respFrame[createQPResp]
+		var f writeFrame[createQPCmd]
+		f.req = createQPCmd{
+			Response:      resp.ptr(),
+			UserHandle:    attr.UserHandle,
+			PDHandle:      pd.handle,
+			SendCQHandle:  attr.SendCQ.handle,
+			RecvCQHandle:  attr.RecvCQ.handle,
+			MaxSendWR:     attr.Cap.MaxSendWR,
+			MaxRecvWR:     attr.Cap.MaxRecvWR,
+			MaxSendSGE:    attr.Cap.MaxSendSGE,
+			MaxRecvSGE:    attr.Cap.MaxRecvSGE,
+			MaxInlineData: attr.Cap.MaxInlineData,
+			SQSigAll:      b2u8(attr.SigAll),
+			QPType:        uint8(attr.Type),
+		}
+		if err := execWrite(c, verb, cmdCreateQP, &f, &resp, nil, len(driverOut)); err != nil {
+			return nil, err
+		}
+		copy(driverOut, resp.drv[:])
+		r := &resp.resp
+		qp.handle, qp.num = r.QPHandle, r.QPN
+		qp.init.Cap = QPCap{r.MaxSendWR, r.MaxRecvWR, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInlineData}
 	}
-	var resp respFrame[createQPResp]
-	var f writeFrame[createQPCmd]
-	f.req = createQPCmd{
-		Response:      resp.ptr(),
-		UserHandle:    attr.UserHandle,
-		PDHandle:      pd.handle,
-		SendCQHandle:  attr.SendCQ.handle,
-		RecvCQHandle:  attr.RecvCQ.handle,
-		MaxSendWR:     attr.Cap.MaxSendWR,
-		MaxRecvWR:     attr.Cap.MaxRecvWR,
-		MaxSendSGE:    attr.Cap.MaxSendSGE,
-		MaxRecvSGE:    attr.Cap.MaxRecvSGE,
-		MaxInlineData: attr.Cap.MaxInlineData,
-		SQSigAll:      b2u8(attr.SigAll),
-		QPType:        uint8(attr.Type),
-	}
-	if err := execWrite(c, verb, cmdCreateQP, &f, &resp, nil, len(driverOut)); err != nil {
-		return nil, err
-	}
-	copy(driverOut, resp.drv[:])
-	r := &resp.resp
-	qp := &QP{pd: pd, handle: r.QPHandle, num: r.QPN, init: attr}
-	qp.init.Cap = QPCap{r.MaxSendWR, r.MaxRecvWR, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInlineData}
+	qp.kid = pd.ctx.kids.add(levelQP, func() error { _, err := qp.Destroy(); return err })
 	return qp, nil
 }
 
@@ -87,9 +89,10 @@ func (pd *PD) CreateQP(attr QPInitAttr, driverOut []byte) (*QP, error) {
 // libibverbs 44 does for an RC/UC/UD QP without an SRQ: the PD, send CQ and
 // receive CQ handles, the new QP's handle (returned, for the kernel's
 // answer in its Data), the type, the user handle, the caps asked (cp, in),
-// the async event fd (left out when there is none), the flags only when SigAll sets one, the caps granted
-// (cp again, out) and the QP number; then librxe's driver response as
-// UVERBS_ATTR_UHW_OUT, last. Every attribute is mandatory.
+// the async event fd (left out when there is none), the flags only when
+// SigAll sets one, the caps granted (cp again, out) and the QP number; then
+// librxe's driver response as UVERBS_ATTR_UHW_OUT, last. Every attribute is
+// mandatory.
 func createQPIoctl(driverID, pdHandle uint32, attr QPInitAttr, asyncFD int, cp *QPCap, qpn *uint32, driverOut []byte) (*ioctlBuf, *ioctlAttr) {
 	b := newIoctl(objectQP, methodQPCreate, driverID)
 	b.objIn(attrCreateQPPDHandle, pdHandle)
@@ -112,6 +115,11 @@ func createQPIoctl(driverID, pdHandle uint32, attr QPInitAttr, asyncFD int, cp *
 	}
 	return b, handle
 }
+
+// OnContextClose registers release to run when the Context's Close destroys
+// the QP (not when Destroy does): the provider detaches and unmaps the rings
+// it mapped for the QP there.
+func (qp *QP) OnContextClose(release func()) { qp.pd.ctx.kids.setRelease(qp.kid, release) }
 
 // PD returns the protection domain of the QP.
 func (qp *QP) PD() *PD { return qp.pd }
@@ -171,14 +179,14 @@ func (qp *QP) PostSendDoorbell() error {
 // async events the kernel reported for it. Idempotent: later calls return 0.
 func (qp *QP) Destroy() (events uint32, err error) {
 	err = qp.close.do(func() error {
-		if qp.pd.ctx.released() {
-			return nil
+		if !qp.pd.ctx.released() {
+			r, err := qp.destroy()
+			if err != nil {
+				return err
+			}
+			events = r.EventsReported
 		}
-		r, err := qp.destroy()
-		if err != nil {
-			return err
-		}
-		events = r.EventsReported
+		qp.pd.ctx.kids.remove(qp.kid)
 		return nil
 	})
 	return events, err

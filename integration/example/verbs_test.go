@@ -2,6 +2,7 @@ package example
 
 import (
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/pureverbs/pureverbs/cq"
@@ -16,17 +17,13 @@ import (
 type end struct {
 	ctx  *uverbs.Context
 	port uverbs.PortAttr
-	gid  uverbs.GID
+	gid  uverbs.GIDEntry
 	pd   *uverbs.PD
 	buf  *uverbs.Buffer
 	mr   *uverbs.MR
 	cq   *cq.CQ
 	qp   *qp.QP
 }
-
-// gidIndex is where rxe publishes the IPv4-mapped RoCE v2 GID of the
-// netdev's address (rxetest waits for it).
-const gidIndex = 1
 
 // openEnd opens everything one side needs on the rxe device of e.
 func openEnd(e topology.Endpoint) (*end, error) {
@@ -41,7 +38,11 @@ func openEnd(e topology.Endpoint) (*end, error) {
 	if x.port, err = x.ctx.QueryPort(1); err != nil {
 		return x, err
 	}
-	copy(x.gid[:], e.Addr.IP.To16())
+	// The RoCE v2 GID of the endpoint's address (rxetest waited for it).
+	addr, _ := netip.AddrFromSlice(e.Addr.IP.To4())
+	if x.gid, err = x.ctx.FindGID(1, addr); err != nil {
+		return x, err
+	}
 	if x.pd, err = x.ctx.AllocPD(); err != nil {
 		return x, err
 	}
@@ -59,63 +60,43 @@ func openEnd(e topology.Endpoint) (*end, error) {
 	return x, err
 }
 
-// close releases what openEnd made, newest first.
+// close releases what openEnd made: the Context's Close destroys the QP,
+// CQ, MR and PD still open under it; the buffer is ours.
 func (x *end) close() {
-	for _, c := range []interface{ Close() error }{x.qp, x.cq, x.mr, x.buf, x.pd, x.ctx} {
-		if c != nil && !isNil(c) {
-			c.Close()
-		}
+	if x.ctx != nil {
+		x.ctx.Close()
+	}
+	if x.buf != nil {
+		x.buf.Close()
 	}
 }
 
-func isNil(c interface{ Close() error }) bool {
-	switch v := c.(type) {
-	case *qp.QP:
-		return v == nil
-	case *cq.CQ:
-		return v == nil
-	case *uverbs.MR:
-		return v == nil
-	case *uverbs.Buffer:
-		return v == nil
-	case *uverbs.PD:
-		return v == nil
-	case *uverbs.Context:
-		return v == nil
-	}
-	return false
-}
-
-// connect brings x's QP to RTS aimed at the peer's, as two programs would
-// after exchanging QPN, PSN and GID out of band.
+// connect brings x's QP to RTS aimed at the peer's in one call, from the
+// record two programs would exchange out of band (qp.Peer's MarshalText).
 func (x *end) connect(peer *end) error {
-	if err := x.qp.ToInit(qp.InitParams{}); err != nil {
-		return err
-	}
-	if err := x.qp.ToRTR(qp.RTRParams{
-		DestQPN: peer.qp.Num(), RQPSN: psn(peer.qp), PathMTU: x.port.ActiveMTU,
-		DGID: peer.gid, SGIDIndex: gidIndex,
-	}); err != nil {
-		return err
-	}
-	return x.qp.ToRTS(qp.RTSParams{SQPSN: psn(x.qp)})
+	return x.qp.Connect(qp.Peer{QPN: peer.qp.Num(), PSN: psn(peer.qp), GID: peer.gid.GID},
+		qp.ConnectOptions{SGIDIndex: uint8(x.gid.Index), PathMTU: x.port.ActiveMTU, SendPSN: psn(x.qp)})
 }
 
 func psn(q *qp.QP) uint32 { return q.Num() * 0x9e37 & 0xffffff }
 
 // sge is the first n bytes of x's buffer.
-func (x *end) sge(n int) qp.SGE {
-	return qp.SGE{Addr: x.mr.Addr(), Length: uint32(n), LKey: x.mr.LKey()}
+func (x *end) sge(n int) uverbs.SGE {
+	sge, err := x.mr.SGE(0, n)
+	if err != nil {
+		panic(err) // the example only asks for what the buffer holds
+	}
+	return sge
 }
 
 // postRecv offers x's buffer for one incoming message.
 func (x *end) postRecv(id uint64) error {
-	return x.qp.PostRecv([]qp.RecvWR{{ID: id, SGEs: []qp.SGE{x.sge(x.buf.Len())}}})
+	return x.qp.PostRecv([]qp.RecvWR{{ID: id, SGEs: []uverbs.SGE{x.sge(x.buf.Len())}}})
 }
 
 // send sends the first n bytes of x's buffer, signaled.
 func (x *end) send(id uint64, n int) error {
-	return x.qp.PostSend([]qp.SendWR{{ID: id, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []qp.SGE{x.sge(n)}}})
+	return x.qp.PostSend([]qp.SendWR{{ID: id, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []uverbs.SGE{x.sge(n)}}})
 }
 
 // wait polls x's CQ for one completion, failing on an error status or

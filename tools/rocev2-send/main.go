@@ -155,7 +155,7 @@ func run(o *options) error {
 	}
 	defer s.close()
 	psn := rand.Uint32() & 0xffffff
-	conn, srv, err := exchange(o, server.Peer{QPN: s.qp.Num(), PSN: psn, GID: s.gid}, func(p server.Peer) error {
+	conn, srv, err := exchange(o, qp.Peer{QPN: s.qp.Num(), PSN: psn, GID: s.gid}, func(p qp.Peer) error {
 		return s.connect(o, p, psn)
 	})
 	if err != nil {
@@ -186,26 +186,26 @@ func describe(o *options) string {
 
 // exchange dials the server, sends our record, reads the server's, lets
 // connect move the QP, and says "done". It returns the open connection.
-func exchange(o *options, me server.Peer, connect func(server.Peer) error) (net.Conn, server.Peer, error) {
+func exchange(o *options, me qp.Peer, connect func(qp.Peer) error) (net.Conn, qp.Peer, error) {
 	addr := net.JoinHostPort(o.host, strconv.Itoa(o.tcpPort))
 	conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
-		return nil, server.Peer{}, err
+		return nil, qp.Peer{}, err
 	}
-	fail := func(err error) (net.Conn, server.Peer, error) {
+	fail := func(err error) (net.Conn, qp.Peer, error) {
 		conn.Close()
-		return nil, server.Peer{}, err
+		return nil, qp.Peer{}, err
 	}
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	rec, _ := me.MarshalText()
 	if _, err := conn.Write(append(rec, 0)); err != nil {
 		return fail(fmt.Errorf("send record: %w", err))
 	}
-	var in [server.RecordLen]byte
+	var in [qp.PeerRecordLen]byte
 	if _, err := io.ReadFull(conn, in[:]); err != nil {
 		return fail(fmt.Errorf("read server record: %w", err))
 	}
-	var srv server.Peer
+	var srv qp.Peer
 	if err := srv.UnmarshalText(in[:]); err != nil {
 		return fail(err)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
-	"github.com/pureverbs/pureverbs/server"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -73,7 +72,7 @@ func openSender(o *options) (s *sender, err error) {
 
 // connect moves the QP to RTR towards the server and then to RTS, retrying
 // RNR NAKs forever (the receiver's queue is the flow control).
-func (s *sender) connect(o *options, srv server.Peer, psn uint32) error {
+func (s *sender) connect(o *options, srv qp.Peer, psn uint32) error {
 	mtu := uverbs.MTU(o.mtu)
 	if mtu == 0 {
 		mtu = s.port.ActiveMTU
