@@ -44,6 +44,7 @@ func traceIoctls(t *testing.T, limit time.Duration, name string, args ...string)
 		t.Fatal(err)
 	}
 	defer out.Close()
+	inSyscall := map[int]bool{} // traced threads, and whether each is inside a syscall
 	cmd := exec.Command(name, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true, Pdeathsig: syscall.SIGKILL}
@@ -51,6 +52,17 @@ func traceIoctls(t *testing.T, limit time.Duration, name string, args ...string)
 		t.Fatalf("start %s: %v", name, err)
 	}
 	pid := cmd.Process.Pid
+	inSyscall[pid] = false
+	// Reaped here, not by cmd.Wait: release the Process so that its pidfd
+	// is closed now, not by a finalizer during a later test (which the
+	// ownership tests would count as a leak); a tracee left running by a
+	// failure is killed.
+	defer func() {
+		if len(inSyscall) > 0 {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+		cmd.Process.Release()
+	}()
 	var ws unix.WaitStatus
 	if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil || !ws.Stopped() {
 		t.Fatalf("%s: no exec stop: %v %v", name, ws, err)
@@ -63,7 +75,6 @@ func traceIoctls(t *testing.T, limit time.Duration, name string, args ...string)
 		exitWS unix.WaitStatus // the process's, reported with its leader thread
 		exited bool
 	)
-	inSyscall := map[int]bool{pid: false}
 	if err := unix.PtraceSyscall(pid, 0); err != nil {
 		t.Fatal(err)
 	}
