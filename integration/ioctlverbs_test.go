@@ -33,7 +33,7 @@ func xxEscape(s string) string {
 
 // The verbs libibverbs 44 sends as ioctls on this kernel, by the write()
 // command each replaces (IB_USER_VERBS_CMD_*).
-var ioctlVerbs = map[uint32]string{0x04: "dealloc_pd", 0x0d: "dereg_mr", 0x12: "create_cq", 0x14: "destroy_cq", 0x1b: "destroy_qp"}
+var ioctlVerbs = map[uint32]string{0x04: "dealloc_pd", 0x0d: "dereg_mr", 0x12: "create_cq", 0x14: "destroy_cq", 0x18: "create_qp", 0x1b: "destroy_qp"}
 
 // uvCommands returns the write() command numbers on uverbs fds in an
 // strace, and how many RDMA_VERBS_IOCTL calls it shows.
@@ -67,7 +67,7 @@ func checkIoctlVerbs(t *testing.T, who, out string, sanity uint32) {
 	t.Logf("%s: %d uverbs ioctls, write() commands %v", who, ioctls, writes)
 }
 
-// On this kernel libibverbs creates CQs and destroys CQs, QPs, MRs and PDs
+// On this kernel libibverbs creates CQs and QPs and destroys CQs, QPs, MRs and PDs
 // through RDMA_VERBS_IOCTL, not write(); pureverbs does the same. The Go
 // side is this test binary running TestUverbsResources (PD, MR, CQs, QP
 // created and destroyed) under strace; any fallback to write() would show.

@@ -66,7 +66,12 @@ type CQ struct {
 // CreateCQ creates a completion queue on an rxe device and maps its ring
 // from the offset and size in the driver's response (struct
 // rxe_create_cq_resp). If any step fails, the steps before it are undone.
+// A device whose kernel driver is not rdma_rxe is refused with
+// ErrNotSupported naming the driver.
 func CreateCQ(ctx *uverbs.Context, attr uverbs.CQAttr) (*CQ, error) {
+	if err := checkDriver("create_cq", ctx.Device()); err != nil {
+		return nil, err
+	}
 	var resp createCQResp
 	vcq, err := ctx.CreateCQ(attr, asBytes(&resp))
 	if err != nil {

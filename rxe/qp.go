@@ -23,7 +23,12 @@ type QP struct {
 // send rings from the driver's response (struct rxe_create_qp_resp). The
 // per-request limits are the caps the kernel granted. Only RC queue pairs
 // are supported so far. If any step fails, the steps before it are undone.
+// A device whose kernel driver is not rdma_rxe is refused with
+// ErrNotSupported naming the driver.
 func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
+	if err := checkDriver("create_qp", pd.Context().Device()); err != nil {
+		return nil, err
+	}
 	if attr.Type != uverbs.QPTypeRC {
 		return nil, fmt.Errorf("rxe: create_qp: %v QP: %w", attr.Type, ErrNotSupported)
 	}

@@ -30,6 +30,7 @@ const (
 
 	methodCQCreate  = 0 // UVERBS_METHOD_CQ_CREATE
 	methodCQDestroy = 1 // UVERBS_METHOD_CQ_DESTROY
+	methodQPCreate  = 0 // UVERBS_METHOD_QP_CREATE
 	methodQPDestroy = 1 // UVERBS_METHOD_QP_DESTROY
 	methodMRDestroy = 1 // UVERBS_METHOD_MR_DESTROY
 	methodPDDestroy = 0 // UVERBS_METHOD_PD_DESTROY
@@ -41,6 +42,21 @@ const (
 	attrCreateCQCompVector  = 4 // UVERBS_ATTR_CREATE_CQ_COMP_VECTOR
 	attrCreateCQRespCQE     = 6 // UVERBS_ATTR_CREATE_CQ_RESP_CQE
 	attrCreateCQEventFD     = 7 // UVERBS_ATTR_CREATE_CQ_EVENT_FD
+
+	attrCreateQPHandle     = 0  // UVERBS_ATTR_CREATE_QP_HANDLE
+	attrCreateQPPDHandle   = 2  // UVERBS_ATTR_CREATE_QP_PD_HANDLE
+	attrCreateQPSendCQ     = 4  // UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE
+	attrCreateQPRecvCQ     = 5  // UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE
+	attrCreateQPUserHandle = 7  // UVERBS_ATTR_CREATE_QP_USER_HANDLE
+	attrCreateQPCap        = 8  // UVERBS_ATTR_CREATE_QP_CAP
+	attrCreateQPType       = 9  // UVERBS_ATTR_CREATE_QP_TYPE
+	attrCreateQPFlags      = 10 // UVERBS_ATTR_CREATE_QP_FLAGS
+	attrCreateQPEventFD    = 12 // UVERBS_ATTR_CREATE_QP_EVENT_FD
+	attrCreateQPRespCap    = 13 // UVERBS_ATTR_CREATE_QP_RESP_CAP
+	attrCreateQPRespQPNum  = 14 // UVERBS_ATTR_CREATE_QP_RESP_QP_NUM
+
+	// createQPSQSigAll is IB_UVERBS_QP_CREATE_SQ_SIG_ALL in the flags.
+	createQPSQSigAll = 1 << 12
 
 	attrDestroyCQHandle = 0 // UVERBS_ATTR_DESTROY_CQ_HANDLE
 	attrDestroyCQResp   = 1 // UVERBS_ATTR_DESTROY_CQ_RESP

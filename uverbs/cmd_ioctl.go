@@ -12,7 +12,7 @@ import (
 )
 
 // maxIoctlAttrs bounds the attributes of one ioctl command built here.
-const maxIoctlAttrs = 8
+const maxIoctlAttrs = 12
 
 // ioctlBuf assembles one RDMA_VERBS_IOCTL command. The header and the
 // attribute array are contiguous, as the kernel reads them; buffers the
@@ -91,6 +91,12 @@ func (b *ioctlBuf) ptrOut(id uint16, p unsafe.Pointer, n int) *ioctlAttr {
 	return a
 }
 
+// ptrIn adds a PTR_IN buffer of n bytes at p, longer than the 8 bytes
+// passed inline (fill_attr_in); p is pinned until done.
+func (b *ioctlBuf) ptrIn(id uint16, p unsafe.Pointer, n int) *ioctlAttr {
+	return b.ptrOut(id, p, n) // the same encoding: length and address
+}
+
 // finish fixes the header length; the kernel requires it to match num_attrs.
 func (b *ioctlBuf) finish() {
 	b.hdr.Length = uint16(unsafe.Sizeof(b.hdr) + uintptr(b.hdr.NumAttrs)*unsafe.Sizeof(b.attrs[0]))
@@ -116,6 +122,9 @@ const (
 	ioctlDeregMR
 	ioctlDeallocPD
 	ioctlCreateCQ
+	ioctlCreateQP
+	ioctlQueryGIDTable
+	ioctlQueryGIDEntry
 )
 
 // tryIoctl sends the ioctl build makes for method m, as libibverbs 44 does,

@@ -25,7 +25,7 @@ type Context struct {
 	asyncFD        int
 	numCompVectors int
 	driverID       DriverID
-	driverIDErr    error         // why driverID is unknown, reported by ioctl verbs
+	sysfs          string        // sysfs root for the GID fallback, normally "/sys"
 	noIoctl        atomic.Uint32 // ioctlMethod bits the kernel lacks: use write()
 
 	kids    children // what was created under the Context and is still open
@@ -37,15 +37,14 @@ type Context struct {
 // (IB_USER_VERBS_CMD_GET_CONTEXT). It refuses a driver ABI version the
 // provider does not speak.
 func Open(d Device) (*Context, error) {
-	id, idErr := driverIDOf(d.Name)
-	if err := checkDriverABI(d, id); err != nil {
+	if err := checkDriverABI(d); err != nil {
 		return nil, err
 	}
 	fd, err := unix.Open(d.Path, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: open %s (%s): %w", d.Path, d.Name, err)
 	}
-	c := &Context{dev: d, fd: fd, asyncFD: -1, driverID: id, driverIDErr: idErr}
+	c := &Context{dev: d, fd: fd, asyncFD: -1, driverID: d.DriverID, sysfs: hostDiscovery.sysfs}
 	var resp respFrame[getContextResp]
 	var f writeFrame[getContextCmd]
 	f.req = getContextCmd{Response: resp.ptr()}
@@ -72,8 +71,8 @@ func Open(d Device) (*Context, error) {
 
 // checkDriverABI refuses a driver ABI version the provider does not speak.
 // Only rdma_rxe has a provider here; other drivers are left to their users.
-func checkDriverABI(d Device, id DriverID) error {
-	if id == DriverRXE && (d.ABIVersion < rxeABIMin || d.ABIVersion > rxeABIMax) {
+func checkDriverABI(d Device) error {
+	if d.DriverID == DriverRXE && (d.ABIVersion < rxeABIMin || d.ABIVersion > rxeABIMax) {
 		return &ABIError{What: d.Name + " driver ABI", Version: d.ABIVersion, Min: rxeABIMin, Max: rxeABIMax}
 	}
 	return nil
@@ -82,8 +81,8 @@ func checkDriverABI(d Device, id DriverID) error {
 // Device returns the device this context was opened on.
 func (c *Context) Device() Device { return c.dev }
 
-// DriverID returns the kernel driver id of the device (DriverUnknown if RDMA
-// netlink could not tell).
+// DriverID returns the kernel driver id of the device (DriverUnknown if
+// discovery could not tell); Device().Driver names the driver.
 func (c *Context) DriverID() DriverID { return c.driverID }
 
 // FD returns the uverbs command fd. Providers mmap queue rings through it;
@@ -125,15 +124,6 @@ func (c *Context) Close() error {
 		return nil
 	})
 	return err
-}
-
-// ioctlDriverID returns the id ioctl commands must carry, or why it is
-// unknown.
-func (c *Context) ioctlDriverID(verb string) (uint32, error) {
-	if c.driverID == DriverUnknown {
-		return 0, fmt.Errorf("uverbs: %s: driver id of %s unknown (%v): %w", verb, c.dev.Name, c.driverIDErr, ErrNotSupported)
-	}
-	return uint32(c.driverID), nil
 }
 
 // released reports whether the context was closed, so that the kernel has

@@ -18,6 +18,13 @@ type Device struct {
 	NodeGUID   uint64 // as shown in sysfs node_guid (big-endian reading)
 	ABIVersion int    // driver ABI version (uverbsN/abi_version); rdma_rxe reports 2 on 6.1
 	CommandABI int    // uverbs command ABI (infiniband_verbs/abi_version), always 6 here
+
+	// Driver names the kernel driver as sysfs shows it: "rxe" for
+	// Soft-RoCE, the bound driver of a hardware device (e.g.
+	// "mlx5_core"), or "" when sysfs does not tell. DriverID is its uverbs
+	// driver id when this package knows it (rxe, siw), else DriverUnknown.
+	Driver   string
+	DriverID DriverID
 }
 
 // discovery says where Devices looks; tests point it at a fake tree.
@@ -108,7 +115,32 @@ func (s discovery) device(dir string, index int) (Device, error) {
 	if d.NodeGUID, err = parseGUID(guid); err != nil {
 		return d, fmt.Errorf("uverbs: %s: node_guid: %w", name, err)
 	}
+	d.Driver, d.DriverID = driverOf(filepath.Join(s.sysfs, "class", "infiniband", name))
 	return d, nil
+}
+
+// driverOf names the driver of the ibdev whose sysfs directory is dir, from
+// sysfs alone (no netlink), the way rdma-core's providers claim devices:
+//   - rdma_rxe is the only driver with a "parent" attribute (the netdev it
+//     runs on) on a channel adapter ("1: CA"); siw's devices are RNICs;
+//   - a hardware device links device/driver to its bound driver;
+//   - otherwise the name prefix "rxe" or "siw" (librxe's and libsiw's name
+//     match), else unknown.
+func driverOf(dir string) (string, DriverID) {
+	nodeType, _ := readString(filepath.Join(dir, "node_type"))
+	if _, err := os.Stat(filepath.Join(dir, "parent")); err == nil && strings.HasPrefix(nodeType, "1:") {
+		return "rxe", DriverRXE
+	}
+	if target, err := os.Readlink(filepath.Join(dir, "device", "driver")); err == nil {
+		return filepath.Base(target), DriverUnknown
+	}
+	name := filepath.Base(dir)
+	for _, id := range []DriverID{DriverRXE, DriverSIW} {
+		if strings.HasPrefix(name, id.String()) {
+			return id.String(), id
+		}
+	}
+	return "", DriverUnknown
 }
 
 // parseGUID parses sysfs GID/GUID notation "0011:22ff:fe33:4455".

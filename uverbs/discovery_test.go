@@ -63,12 +63,55 @@ func TestDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Device{
-		{Name: "rxe0", Path: "/dev/infiniband/uverbs0", Index: 0, NodeGUID: 0x0250b6fffe000001, ABIVersion: 1, CommandABI: 6},
-		{Name: "rxe1", Path: "/dev/infiniband/uverbs1", Index: 1, NodeGUID: 0x0250b6fffe000002, ABIVersion: 2, CommandABI: 6},
-		{Name: "rxe10", Path: "/dev/infiniband/uverbs10", Index: 10, NodeGUID: 0x0250b6fffe00000a, ABIVersion: 2, CommandABI: 6},
+		{Name: "rxe0", Path: "/dev/infiniband/uverbs0", Index: 0, NodeGUID: 0x0250b6fffe000001, ABIVersion: 1, CommandABI: 6, Driver: "rxe", DriverID: DriverRXE},
+		{Name: "rxe1", Path: "/dev/infiniband/uverbs1", Index: 1, NodeGUID: 0x0250b6fffe000002, ABIVersion: 2, CommandABI: 6, Driver: "rxe", DriverID: DriverRXE},
+		{Name: "rxe10", Path: "/dev/infiniband/uverbs10", Index: 10, NodeGUID: 0x0250b6fffe00000a, ABIVersion: 2, CommandABI: 6, Driver: "rxe", DriverID: DriverRXE},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("devices (-want +got):\n%s", diff)
+	}
+}
+
+// The driver comes from sysfs alone: rdma_rxe's "parent" attribute on a
+// channel adapter (whatever the device is called), a hardware device's
+// bound driver, else the rxe/siw name prefix.
+func TestDevicesDriver(t *testing.T) {
+	f := newFakeSysfs(t, "6")
+	f.device("uverbs0", "roce7", "2", "0000:0000:0000:0001")
+	f.write("class/infiniband/roce7/node_type", "1: CA\n")
+	f.write("class/infiniband/roce7/parent", "veth0\n")
+	f.device("uverbs1", "mlx5_0", "1", "0000:0000:0000:0002")
+	f.write("class/infiniband/mlx5_0/node_type", "1: CA\n")
+	f.write("drivers/mlx5_core/x", "")
+	if err := os.MkdirAll(filepath.Join(f.root, "devices/pci0000:00/0000:00:03.0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(f.root, "drivers/mlx5_core"), filepath.Join(f.root, "devices/pci0000:00/0000:00:03.0/driver")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(f.root, "devices/pci0000:00/0000:00:03.0"), filepath.Join(f.root, "class/infiniband/mlx5_0/device")); err != nil {
+		t.Fatal(err)
+	}
+	f.device("uverbs2", "siw_eth0", "1", "0000:0000:0000:0003")
+	f.write("class/infiniband/siw_eth0/node_type", "4: RNIC\n")
+	f.device("uverbs3", "odd0", "1", "0000:0000:0000:0004")
+	f.write("class/infiniband/odd0/node_type", "4: RNIC\n")
+	f.write("class/infiniband/odd0/parent", "eth0\n")
+	got, err := f.devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		driver string
+		id     DriverID
+	}{{"rxe", DriverRXE}, {"mlx5_core", DriverUnknown}, {"siw", DriverSIW}, {"", DriverUnknown}}
+	if len(got) != len(want) {
+		t.Fatalf("devices = %+v", got)
+	}
+	for i, w := range want {
+		if got[i].Driver != w.driver || got[i].DriverID != w.id {
+			t.Errorf("%s: driver %q (%v), want %q (%v)", got[i].Name, got[i].Driver, got[i].DriverID, w.driver, w.id)
+		}
 	}
 }
 
@@ -149,7 +192,7 @@ func TestParseGUID(t *testing.T) {
 
 func TestDriverABI(t *testing.T) {
 	for abi, ok := range map[int]bool{0: false, 1: true, 2: true, 3: false} {
-		err := checkDriverABI(Device{Name: "rxe0", ABIVersion: abi}, DriverRXE)
+		err := checkDriverABI(Device{Name: "rxe0", ABIVersion: abi, Driver: "rxe", DriverID: DriverRXE})
 		if ok != (err == nil) {
 			t.Errorf("rxe driver ABI %d: %v", abi, err)
 		}
@@ -157,7 +200,7 @@ func TestDriverABI(t *testing.T) {
 			t.Errorf("rxe driver ABI %d: error %q", abi, err)
 		}
 	}
-	if err := checkDriverABI(Device{Name: "mlx5_0", ABIVersion: 1}, DriverID(1)); err != nil {
+	if err := checkDriverABI(Device{Name: "mlx5_0", ABIVersion: 1, Driver: "mlx5_core"}); err != nil {
 		t.Errorf("other drivers are not judged here: %v", err)
 	}
 }

@@ -76,13 +76,13 @@ func gidEntryFrom(e *gidEntry) GIDEntry {
 }
 
 // QueryGIDTable returns every populated GID of every port, with its type and
-// netdev (UVERBS_METHOD_QUERY_GID_TABLE). All-zero entries are never
-// returned.
+// netdev (UVERBS_METHOD_QUERY_GID_TABLE; from sysfs, as libibverbs does,
+// when the kernel lacks the method or the driver id is unknown). All-zero
+// entries are never returned.
 func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
 	const verb = "query_gid_table"
-	driverID, err := c.ioctlDriverID(verb)
-	if err != nil {
-		return nil, err
+	if _, ok := c.ioctlDriver(ioctlQueryGIDTable); !ok {
+		return c.sysfsGIDTable(verb)
 	}
 	dev, err := c.QueryDevice()
 	if err != nil {
@@ -100,10 +100,20 @@ func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
 		return nil, nil
 	}
 	raw := make([]gidEntry, total)
-	var num uint64
-	b, numAttr := queryGIDTableCmd(driverID, raw, &num)
-	if err := b.exec(c, verb); err != nil {
-		return nil, gidIoctlError(err)
+	var (
+		num     uint64
+		numAttr *ioctlAttr
+	)
+	done, err := c.tryIoctl(ioctlQueryGIDTable, verb, func(driverID uint32) *ioctlBuf {
+		var b *ioctlBuf
+		b, numAttr = queryGIDTableCmd(driverID, raw, &num)
+		return b
+	})
+	if !done {
+		return c.sysfsGIDTable(verb)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if numAttr.Flags&attrFValidOutput == 0 || num > uint64(total) {
 		return nil, fmt.Errorf("uverbs: %s: kernel reported %d entries for a table of %d", verb, num, total)
@@ -118,25 +128,28 @@ func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
 	return out, nil
 }
 
-// QueryGID returns the GID at index of port (UVERBS_METHOD_QUERY_GID_ENTRY).
-// An unpopulated slot yields an error wrapping ErrGIDUnused.
+// QueryGID returns the GID at index of port (UVERBS_METHOD_QUERY_GID_ENTRY;
+// from sysfs, as libibverbs does, when the kernel lacks the method or the
+// driver id is unknown). An unpopulated slot yields an error wrapping
+// ErrGIDUnused.
 func (c *Context) QueryGID(port uint8, index int) (GIDEntry, error) {
 	const verb = "query_gid_entry"
-	driverID, err := c.ioctlDriverID(verb)
-	if err != nil {
-		return GIDEntry{}, err
-	}
 	if index < 0 || index > 1<<31-1 {
 		return GIDEntry{}, fmt.Errorf("uverbs: %s: index %d out of range: %w", verb, index, unix.EINVAL)
 	}
 	var e gidEntry
-	b := queryGIDEntryCmd(driverID, port, uint32(index), &e)
-	if err := b.exec(c, verb); err != nil {
+	done, err := c.tryIoctl(ioctlQueryGIDEntry, verb, func(driverID uint32) *ioctlBuf {
+		return queryGIDEntryCmd(driverID, port, uint32(index), &e)
+	})
+	if !done {
+		return c.sysfsGID(verb, port, index)
+	}
+	if err != nil {
 		// The GID cache answers ENODATA for a slot that holds nothing.
 		if errors.Is(err, unix.ENODATA) {
 			return GIDEntry{}, fmt.Errorf("uverbs: %s: port %d index %d: %w (%w)", verb, port, index, ErrGIDUnused, err)
 		}
-		return GIDEntry{}, gidIoctlError(err)
+		return GIDEntry{}, err
 	}
 	if GID(e.GID).IsZero() {
 		return GIDEntry{}, fmt.Errorf("uverbs: %s: port %d index %d: %w", verb, port, index, ErrGIDUnused)
@@ -165,15 +178,6 @@ func queryGIDEntryCmd(driverID uint32, port uint8, index uint32, e *gidEntry) *i
 	b.u32In(attrQueryGIDEntryFlags, 0)
 	b.ptrOut(attrQueryGIDEntryRespEntry, unsafe.Pointer(e), int(unsafe.Sizeof(*e)))
 	return b
-}
-
-// gidIoctlError marks a kernel without the GID methods (before 5.10) as
-// ErrNotSupported, keeping the errno.
-func gidIoctlError(err error) error {
-	if errors.Is(err, unix.EPROTONOSUPPORT) || errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.EOPNOTSUPP) {
-		return fmt.Errorf("%w (%w)", ErrNotSupported, err)
-	}
-	return err
 }
 
 // FindGID returns the RoCE v2 GID of port whose address is ip: for an IPv4

@@ -3,6 +3,7 @@ package uverbs
 import (
 	"encoding/binary"
 	"errors"
+	"io/fs"
 	"strings"
 	"testing"
 	"unsafe"
@@ -84,25 +85,62 @@ func TestU32InIsInlineLowBytes(t *testing.T) {
 	}
 }
 
-// Without a driver id the ioctl verbs refuse before the kernel does; an fd
-// that is not a uverbs device answers ENOTTY, which reads as "not supported".
-func TestGIDQueryErrors(t *testing.T) {
-	c, _ := fakeContext(t)
-	c.driverIDErr = errors.New("no netlink here")
-	if _, err := c.QueryGID(1, 0); !errors.Is(err, ErrNotSupported) {
-		t.Errorf("QueryGID without driver id = %v, want ErrNotSupported", err)
+// gidTree writes fake0's GID table into a fake sysfs: a RoCE v2 GID at 1 on
+// veth0 (ifindex 3), a RoCE v1 one at 0, slot 2 empty (zeros, no type or
+// netdev file), as the kernel shows them.
+func gidTree(t *testing.T) string {
+	f := newFakeSysfs(t, "")
+	d := "class/infiniband/fake0/ports/1/"
+	f.write(d+"link_layer", "Ethernet\n")
+	f.write(d+"gids/0", "fe80:0000:0000:0000:3870:7aff:fee0:be33\n")
+	f.write(d+"gid_attrs/types/0", "IB/RoCE v1\n")
+	f.write(d+"gid_attrs/ndevs/0", "veth0\n")
+	f.write(d+"gids/1", "0000:0000:0000:0000:0000:ffff:0a63:0001\n")
+	f.write(d+"gid_attrs/types/1", "RoCE v2\n")
+	f.write(d+"gid_attrs/ndevs/1", "veth0\n")
+	f.write(d+"gids/2", "0000:0000:0000:0000:0000:0000:0000:0000\n")
+	f.write("class/net/veth0/ifindex", "3\n")
+	return f.root
+}
+
+// Without a driver id, and when the ioctl answers ENOTTY (a memfd, as a
+// kernel without the ioctl interface), GID queries read sysfs as
+// libibverbs does.
+func TestGIDQuerySysfsFallback(t *testing.T) {
+	v1 := GIDEntry{GID: GID{0: 0xfe, 1: 0x80, 8: 0x38, 9: 0x70, 10: 0x7a, 11: 0xff, 12: 0xfe, 13: 0xe0, 14: 0xbe, 15: 0x33}, Index: 0, Port: 1, Type: GIDTypeRoCEv1, NetdevIndex: 3}
+	v2 := GIDEntry{GID: GID{10: 0xff, 11: 0xff, 12: 10, 13: 99, 15: 1}, Index: 1, Port: 1, Type: GIDTypeRoCEv2, NetdevIndex: 3}
+	for _, id := range []DriverID{DriverUnknown, DriverRXE} {
+		c, _ := fakeContext(t)
+		c.sysfs = gidTree(t)
+		c.driverID = id
+		e, err := c.QueryGID(1, 1)
+		if err != nil || e != v2 {
+			t.Errorf("driver %v: QueryGID(1, 1) = %+v, %v; want %+v", id, e, err, v2)
+		}
+		if _, err := c.QueryGID(1, 2); !errors.Is(err, ErrGIDUnused) {
+			t.Errorf("driver %v: QueryGID(1, 2) = %v, want ErrGIDUnused", id, err)
+		}
+		if _, err := c.QueryGID(1, 9); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "query_gid_entry") {
+			t.Errorf("driver %v: QueryGID(1, 9) = %v, want a query_gid_entry error wrapping ErrNotExist", id, err)
+		}
+		tab, err := c.QueryGIDTable()
+		if err != nil || len(tab) != 2 || tab[0] != v1 || tab[1] != v2 {
+			t.Errorf("driver %v: QueryGIDTable = %+v, %v; want [%+v %+v]", id, tab, err, v1, v2)
+		}
+		if id == DriverRXE && c.noIoctl.Load() != ^uint32(0) {
+			t.Errorf("after ENOTTY noIoctl = %#x, want every method", c.noIoctl.Load())
+		}
 	}
-	c.driverID = DriverRXE
-	_, err := c.QueryGID(1, 0)
-	if !errors.Is(err, unix.ENOTTY) || !errors.Is(err, ErrNotSupported) {
-		t.Errorf("QueryGID on a memfd = %v, want ENOTTY and ErrNotSupported", err)
-	}
-	var e *Error
-	if !errors.As(err, &e) || e.Verb != "query_gid_entry" {
-		t.Errorf("QueryGID error %v does not name the verb", err)
-	}
-	if _, err := c.QueryGID(1, -1); !errors.Is(err, unix.EINVAL) {
+	if _, err := (&Context{}).QueryGID(1, -1); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("QueryGID(index -1) = %v, want EINVAL", err)
+	}
+}
+
+func TestParseSysfsGID(t *testing.T) {
+	for _, in := range []string{"", "fe80::1", "0000:0000:0000:0000:0000:ffff:0a63", "0000:0000:0000:0000:0000:ffff:0a63:000g", "00000:000:0000:0000:0000:ffff:0a63:0001"} {
+		if _, err := parseSysfsGID(in); err == nil {
+			t.Errorf("parseSysfsGID(%q) succeeded", in)
+		}
 	}
 }
 

@@ -28,38 +28,92 @@ type QP struct {
 	close  once
 }
 
-// CreateQP creates a queue pair (IB_USER_VERBS_CMD_CREATE_QP). driverOut
-// receives the driver's response (for rdma_rxe a struct rxe_create_qp_resp
-// with the mmap offsets and sizes of both rings).
+// CreateQP creates a queue pair (UVERBS_METHOD_QP_CREATE, or
+// IB_USER_VERBS_CMD_CREATE_QP on a kernel without it). driverOut receives
+// the driver's response (for rdma_rxe a struct rxe_create_qp_resp with the
+// mmap offsets and sizes of both rings).
 func (pd *PD) CreateQP(attr QPInitAttr, driverOut []byte) (*QP, error) {
+	const verb = "create_qp"
 	if attr.SendCQ == nil || attr.RecvCQ == nil {
-		return nil, fmt.Errorf("uverbs: create_qp: send and receive CQ are required: %w", unix.EINVAL)
+		return nil, fmt.Errorf("uverbs: %s: send and receive CQ are required: %w", verb, unix.EINVAL)
 	}
-	var resp respFrame[createQPResp]
-	var f writeFrame[createQPCmd]
-	f.req = createQPCmd{
-		Response:      resp.ptr(),
-		UserHandle:    attr.UserHandle,
-		PDHandle:      pd.handle,
-		SendCQHandle:  attr.SendCQ.handle,
-		RecvCQHandle:  attr.RecvCQ.handle,
-		MaxSendWR:     attr.Cap.MaxSendWR,
-		MaxRecvWR:     attr.Cap.MaxRecvWR,
-		MaxSendSGE:    attr.Cap.MaxSendSGE,
-		MaxRecvSGE:    attr.Cap.MaxRecvSGE,
-		MaxInlineData: attr.Cap.MaxInlineData,
-		SQSigAll:      b2u8(attr.SigAll),
-		QPType:        uint8(attr.Type),
-	}
-	if err := execWrite(pd.ctx, "create_qp", cmdCreateQP, &f, &resp, nil, len(driverOut)); err != nil {
+	if err := checkDriverData(verb, nil, len(driverOut), 4); err != nil {
 		return nil, err
 	}
-	copy(driverOut, resp.drv[:])
-	r := &resp.resp
-	qp := &QP{pd: pd, handle: r.QPHandle, num: r.QPN, init: attr}
-	qp.init.Cap = QPCap{r.MaxSendWR, r.MaxRecvWR, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInlineData}
+	c := pd.ctx
+	var (
+		cp     = attr.Cap // asked for; the kernel writes the granted caps back
+		qpn    uint32
+		handle *ioctlAttr
+	)
+	qp := &QP{pd: pd, init: attr}
+	if done, err := c.tryIoctl(ioctlCreateQP, verb, func(driverID uint32) *ioctlBuf {
+		var b *ioctlBuf
+		b, handle = createQPIoctl(driverID, pd.handle, attr, c.asyncFD, &cp, &qpn, driverOut)
+		return b
+	}); done {
+		if err != nil {
+			return nil, err
+		}
+		qp.handle, qp.num, qp.init.Cap = uint32(handle.Data), qpn, cp
+	} else {
+		var resp respFrame[createQPResp]
+		var f writeFrame[createQPCmd]
+		f.req = createQPCmd{
+			Response:      resp.ptr(),
+			UserHandle:    attr.UserHandle,
+			PDHandle:      pd.handle,
+			SendCQHandle:  attr.SendCQ.handle,
+			RecvCQHandle:  attr.RecvCQ.handle,
+			MaxSendWR:     attr.Cap.MaxSendWR,
+			MaxRecvWR:     attr.Cap.MaxRecvWR,
+			MaxSendSGE:    attr.Cap.MaxSendSGE,
+			MaxRecvSGE:    attr.Cap.MaxRecvSGE,
+			MaxInlineData: attr.Cap.MaxInlineData,
+			SQSigAll:      b2u8(attr.SigAll),
+			QPType:        uint8(attr.Type),
+		}
+		if err := execWrite(c, verb, cmdCreateQP, &f, &resp, nil, len(driverOut)); err != nil {
+			return nil, err
+		}
+		copy(driverOut, resp.drv[:])
+		r := &resp.resp
+		qp.handle, qp.num = r.QPHandle, r.QPN
+		qp.init.Cap = QPCap{r.MaxSendWR, r.MaxRecvWR, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInlineData}
+	}
 	qp.kid = pd.ctx.kids.add(levelQP, func() error { _, err := qp.Destroy(); return err })
 	return qp, nil
+}
+
+// createQPIoctl builds UVERBS_METHOD_QP_CREATE as ibv_icmd_create_qp in
+// libibverbs 44 does for an RC/UC/UD QP without an SRQ: the PD, send CQ and
+// receive CQ handles, the new QP's handle (returned, for the kernel's
+// answer in its Data), the type, the user handle, the caps asked (cp, in),
+// the async event fd (left out when there is none), the flags only when
+// SigAll sets one, the caps granted (cp again, out) and the QP number; then
+// librxe's driver response as UVERBS_ATTR_UHW_OUT, last. Every attribute is
+// mandatory.
+func createQPIoctl(driverID, pdHandle uint32, attr QPInitAttr, asyncFD int, cp *QPCap, qpn *uint32, driverOut []byte) (*ioctlBuf, *ioctlAttr) {
+	b := newIoctl(objectQP, methodQPCreate, driverID)
+	b.objIn(attrCreateQPPDHandle, pdHandle)
+	b.objIn(attrCreateQPSendCQ, attr.SendCQ.handle)
+	b.objIn(attrCreateQPRecvCQ, attr.RecvCQ.handle)
+	handle := b.objIn(attrCreateQPHandle, 0)
+	b.constIn(attrCreateQPType, uint64(attr.Type))
+	b.u64In(attrCreateQPUserHandle, attr.UserHandle)
+	b.ptrIn(attrCreateQPCap, unsafe.Pointer(cp), int(unsafe.Sizeof(*cp)))
+	if asyncFD >= 0 {
+		b.fdIn(attrCreateQPEventFD, asyncFD)
+	}
+	if attr.SigAll {
+		b.u32In(attrCreateQPFlags, createQPSQSigAll)
+	}
+	b.ptrOut(attrCreateQPRespCap, unsafe.Pointer(cp), int(unsafe.Sizeof(*cp)))
+	b.ptrOut(attrCreateQPRespQPNum, unsafe.Pointer(qpn), int(unsafe.Sizeof(*qpn)))
+	if len(driverOut) > 0 {
+		b.ptrOut(attrUHWOut, unsafe.Pointer(&driverOut[0]), len(driverOut))
+	}
+	return b, handle
 }
 
 // OnContextClose registers release to run when the Context's Close destroys
