@@ -433,12 +433,17 @@ func TestCloseWakesEveryWaiter(t *testing.T) {
 	if r := returned.Load(); r != 0 {
 		t.Fatalf("%d GetEvent calls returned before Close", r)
 	}
-	if err := ch.Close(); err != nil {
-		t.Fatal(err)
+	closed := make(chan error, 1)
+	go func() { closed <- ch.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		// Close waits for the waiters to leave; they never woke.
+		t.Fatalf("Close still waiting after 5s; %d of %d GetEvent calls returned", returned.Load(), n)
 	}
-	// returned is counted after GetEvent's deferred unlock; give the last
-	// increments a moment, but Close must not have returned with a waiter
-	// still inside (the channel fd is closed by then).
 	for range n {
 		select {
 		case err := <-errc:
