@@ -234,7 +234,7 @@ func TestSideBySideRCPingpong(t *testing.T) {
 	}
 	type result struct{ usec, mbits []float64 }
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n%d interleaved rounds\n%-12s %-19s %-9s %-9s %-40s %s\n", rounds, "params", "tool", "Go/C", "best",  "usec/iter (median; runs)", "Mbit/s (median; runs)")
+	fmt.Fprintf(&sb, "\n%d interleaved rounds\n%-12s %-19s %-9s %-9s %-40s %s\n", rounds, "params", "tool", "Go/C", "best", "usec/iter (median; runs)", "Mbit/s (median; runs)")
 	port := 18700
 	for _, c := range []struct {
 		name        string
