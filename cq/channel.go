@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
@@ -19,6 +20,10 @@ var ErrNoEvent = errors.New("cq: no completion event")
 // ErrClosed is returned by operations on a closed Channel or CQ. It is
 // uverbs.ErrClosed, the one sentinel for every package.
 var ErrClosed = uverbs.ErrClosed
+
+// probeEvery is how often a GetEvent on an idle channel reads before it
+// polls, to find out whether events have started to queue up.
+const probeEvery = 8
 
 // errNoEvent wraps ErrNoEvent and EAGAIN without allocating per call.
 var errNoEvent = fmt.Errorf("%w (%w)", ErrNoEvent, unix.EAGAIN)
@@ -50,6 +55,17 @@ type Channel struct {
 	closeFD int             // eventfd, written once by Close and never drained
 	cleanup runtime.Cleanup // closes closeFD if the Channel is dropped unclosed
 	closed  bool
+
+	// idle is 0 while GetEvent finds events already queued, so that it
+	// starts with the read (one system call, like ibv_get_cq_event);
+	// after a read that found none it counts waits, which start with the
+	// poll instead of a read that would only say EAGAIN (poll and read:
+	// two calls, not three). A guess, updated without synchronisation;
+	// either order is correct.
+	idle atomic.Uint32
+	// spare is a cancellation eventfd kept for the next GetEvent with a
+	// cancellable context, so that such a wait creates none.
+	spare atomic.Pointer[waker]
 }
 
 // NewChannel creates a completion channel on ctx's device.
@@ -114,71 +130,137 @@ func (ch *Channel) tryGet() (*CQ, error) {
 }
 
 // GetEvent waits for the next event and returns its CQ. It returns
-// ctx.Err() once ctx is done and ErrClosed once the channel is closed. The
-// event must be acknowledged with the CQ's Ack. The wait is a poll(2) on the
-// channel fd, an eventfd signalled when ctx is done and one signalled by
-// Close; it occupies an OS thread, so a program waiting on many channels
-// should put their FDs into one epoll set instead.
+// ctx.Err() once ctx is done and ErrClosed once the channel is closed
+// (every blocked GetEvent wakes). The event must be acknowledged with the
+// CQ's Ack.
+//
+// Its cost is that of ibv_get_cq_event plus at most one system call: an
+// event already queued is one non-blocking read; otherwise it is one
+// poll(2) on the channel fd, the eventfd Close signals and (for a context
+// that can be cancelled) an eventfd signalled when ctx is done, then the
+// read. With a context that cannot be cancelled it allocates nothing. The
+// wait occupies an OS thread, so a program waiting on many channels should
+// put their FDs into one epoll set instead.
 func (ch *Channel) GetEvent(ctx context.Context) (*CQ, error) {
 	ch.waiters.RLock()
 	defer ch.waiters.RUnlock()
 	if ch.closing.Load() {
 		return nil, ErrClosed
 	}
-	cancelFD := -1
-	for {
+	// Read first when events have been found queued, and on every
+	// probeEvery-th wait while they have not, to notice a backlog.
+	if n := ch.idle.Load(); n == 0 || n%probeEvery == 0 {
 		c, err := ch.tryGet()
-		if !errors.Is(err, ErrNoEvent) {
+		if err != errNoEvent {
+			if n != 0 {
+				ch.idle.Store(0)
+			}
 			return c, err
 		}
-		if err := ctx.Err(); err != nil {
+		ch.idle.Store(1)
+	} else {
+		ch.idle.Store(n + 1)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cancelFD := int32(-1) // poll ignores a negative fd
+	if ctx.Done() != nil {
+		w, err := ch.getWaker()
+		if err != nil {
 			return nil, err
 		}
-		if cancelFD < 0 && ctx.Done() != nil {
-			fd, stop, err := notifyDone(ctx)
-			if err != nil {
-				return nil, err
-			}
-			defer stop()
-			cancelFD = fd
-		}
+		stop := context.AfterFunc(ctx, w.fire)
+		defer ch.putWaker(w, stop)
+		cancelFD = int32(w.fd)
+	}
+	for {
 		fds := [3]unix.PollFd{
 			{Fd: int32(ch.src.FD()), Events: unix.POLLIN},
 			{Fd: int32(ch.closeFD), Events: unix.POLLIN},
-			{Fd: int32(cancelFD), Events: unix.POLLIN}, // poll ignores -1
+			{Fd: cancelFD, Events: unix.POLLIN},
 		}
-		if _, err := unix.Poll(fds[:], -1); err != nil && err != unix.EINTR {
-			return nil, fmt.Errorf("cq: poll completion channel: %w", err)
+		if errno := ppoll(&fds); errno != 0 && errno != unix.EINTR {
+			return nil, fmt.Errorf("cq: poll completion channel: %w", errno)
 		}
 		if fds[1].Revents != 0 {
 			return nil, ErrClosed
 		}
+		if fds[2].Revents != 0 {
+			return nil, ctx.Err()
+		}
 		if fds[0].Revents&(unix.POLLERR|unix.POLLNVAL) != 0 {
 			return nil, fmt.Errorf("cq: completion channel fd failed (revents %#x)", fds[0].Revents)
 		}
+		if fds[0].Revents == 0 {
+			continue // EINTR
+		}
+		c, err := ch.tryGet()
+		if err != errNoEvent {
+			return c, err
+		}
+		// Another waiter took the event.
 	}
 }
 
-// notifyDone returns an eventfd that becomes readable when ctx is done, and
-// a stop function that releases it; stop waits for a notification already
-// running so that it never writes to a closed (or reused) fd.
-func notifyDone(ctx context.Context) (int, func(), error) {
+// ppoll waits without a timeout for one of fds to become ready. The
+// pointer conversion is in the call's argument list, so fds stays in place
+// during it.
+func ppoll(fds *[3]unix.PollFd) unix.Errno {
+	_, _, errno := unix.Syscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(fds)), uintptr(len(fds)), 0, 0, 0, 0)
+	return errno
+}
+
+// waker is an eventfd that a context.AfterFunc writes once ctx is done; a
+// GetEvent polls it next to the channel fd.
+type waker struct {
+	fd      int
+	fire    func() // w.write, bound once
+	cleanup runtime.Cleanup
+}
+
+var one = [8]byte{1}
+
+func (w *waker) write() { unix.Write(w.fd, one[:]) }
+
+// getWaker takes the channel's spare waker, or makes one.
+func (ch *Channel) getWaker() (*waker, error) {
+	if w := ch.spare.Swap(nil); w != nil {
+		return w, nil
+	}
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
-		return -1, nil, fmt.Errorf("cq: eventfd: %w", err)
+		return nil, fmt.Errorf("cq: eventfd: %w", err)
 	}
-	done := make(chan struct{})
-	stopNotify := context.AfterFunc(ctx, func() {
-		defer close(done)
-		one := [8]byte{1}
-		unix.Write(fd, one[:])
-	})
-	return fd, func() {
-		if !stopNotify() {
-			<-done
+	w := &waker{fd: fd}
+	w.fire = w.write
+	w.cleanup = runtime.AddCleanup(w, func(fd int) { unix.Close(fd) }, fd)
+	return w, nil
+}
+
+// putWaker unregisters w from its context and keeps it as the spare, or
+// closes it when there is one already or the channel is closing. If the
+// AfterFunc already started, it waits for its write (so that no write can
+// reach the fd once reused or closed) and drains the count.
+func (ch *Channel) putWaker(w *waker, stop func() bool) {
+	if !stop() {
+		fds := [3]unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}, {Fd: -1}, {Fd: -1}}
+		for {
+			var n [8]byte
+			if _, err := unix.Read(w.fd, n[:]); err == nil {
+				break
+			}
+			ppoll(&fds)
 		}
-		unix.Close(fd)
-	}, nil
+	}
+	if ch.closing.Load() || !ch.spare.CompareAndSwap(nil, w) {
+		w.close()
+	}
+}
+
+func (w *waker) close() {
+	w.cleanup.Stop()
+	unix.Close(w.fd)
 }
 
 // reserve assigns the user handle of a CQ about to be created; the slot
@@ -220,7 +302,6 @@ func (ch *Channel) Close() error {
 	if first {
 		// Any non-zero count makes the eventfd readable; it is never
 		// drained, so it wakes every GetEvent for good.
-		one := [8]byte{1}
 		unix.Write(ch.closeFD, one[:])
 	}
 	ch.waiters.Lock()
@@ -232,5 +313,8 @@ func (ch *Channel) Close() error {
 	err := ch.src.Close()
 	ch.cleanup.Stop()
 	unix.Close(ch.closeFD)
+	if w := ch.spare.Swap(nil); w != nil {
+		w.close()
+	}
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -322,5 +323,229 @@ func TestCloseUnacked(t *testing.T) {
 	}
 	if err := ch.Close(); err != nil {
 		t.Errorf("channel Close after its CQ closed: %v", err)
+	}
+}
+
+// countingSource counts the reads GetEvent makes.
+type countingSource struct {
+	*pipeSource
+	reads atomic.Int64
+}
+
+func (c *countingSource) ReadEvent() (uint64, error) {
+	c.reads.Add(1)
+	return c.pipeSource.ReadEvent()
+}
+
+func newCountingChannel(t *testing.T) (*Channel, *countingSource, simCQ) {
+	t.Helper()
+	src := &countingSource{pipeSource: newPipeSource(t)}
+	ch, err := newChannel(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newSimCQ(t, 4)
+	attach(t, ch, c.CQ)
+	return ch, src, c
+}
+
+// An event already queued costs one read, like ibv_get_cq_event; a wait
+// costs the poll and one read, plus a probing read every probeEvery waits.
+func TestGetEventReads(t *testing.T) {
+	ch, src, c := newCountingChannel(t)
+	const n = 64
+	for range n {
+		src.event(t, c.handle)
+	}
+	for range n {
+		if got, err := ch.GetEvent(context.Background()); got != c.CQ || err != nil {
+			t.Fatalf("GetEvent = %p, %v", got, err)
+		}
+	}
+	if r := src.reads.Load(); r != n {
+		t.Errorf("%d queued events took %d reads, want %d", n, r, n)
+	}
+
+	// Waits: the event arrives only after GetEvent has begun.
+	src.reads.Store(0)
+	ready := make(chan struct{})
+	go func() {
+		for range ready {
+			time.Sleep(time.Millisecond)
+			src.event(t, c.handle)
+		}
+	}()
+	defer close(ready)
+	for range n {
+		ready <- struct{}{}
+		if got, err := ch.GetEvent(context.Background()); got != c.CQ || err != nil {
+			t.Fatalf("GetEvent = %p, %v", got, err)
+		}
+	}
+	// The first wait reads first (EAGAIN); then every probeEvery-th does.
+	if r, max := src.reads.Load(), int64(n+2+n/probeEvery); r > max {
+		t.Errorf("%d waits took %d reads, want at most %d", n, r, max)
+	}
+}
+
+// The hot path allocates nothing: an event already queued, and a wait that
+// polls first, with a context that cannot be cancelled.
+func TestGetEventAllocs(t *testing.T) {
+	ch, src, c := newCountingChannel(t)
+	ev := make([]byte, 8) // written by the test, not the code under test
+	binary.NativeEndian.PutUint64(ev, c.handle)
+	for _, idle := range []uint32{0, 1} {
+		if a := testing.AllocsPerRun(200, func() {
+			unix.Write(src.w, ev)
+			ch.idle.Store(idle)
+			if got, err := ch.GetEvent(context.Background()); got != c.CQ || err != nil {
+				t.Fatalf("GetEvent = %p, %v", got, err)
+			}
+			c.Ack(1)
+		}); a != 0 {
+			t.Errorf("GetEvent (idle %d) allocates %.1f times per event", idle, a)
+		}
+	}
+}
+
+// Close wakes every blocked GetEvent, whatever its context, and returns
+// only once they have all left the channel: the fd is never closed under
+// a poll.
+func TestCloseWakesEveryWaiter(t *testing.T) {
+	ch, _ := newTestChannel(t)
+	const n = 8
+	var returned atomic.Int32
+	errc := make(chan error, n)
+	for i := range n {
+		ctx := context.Background()
+		if i%2 == 1 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+		}
+		go func() {
+			_, err := ch.GetEvent(ctx)
+			returned.Add(1)
+			errc <- err
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if r := returned.Load(); r != 0 {
+		t.Fatalf("%d GetEvent calls returned before Close", r)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- ch.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		// Close waits for the waiters to leave; they never woke.
+		t.Fatalf("Close still waiting after 5s; %d of %d GetEvent calls returned", returned.Load(), n)
+	}
+	for range n {
+		select {
+		case err := <-errc:
+			if !errors.Is(err, ErrClosed) {
+				t.Errorf("GetEvent on a closed channel = %v, want ErrClosed", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("Close woke %d of %d GetEvent calls", returned.Load(), n)
+		}
+	}
+	if ch.spare.Load() != nil {
+		t.Error("Close left a cancellation eventfd open")
+	}
+}
+
+// Cancelling one waiter wakes only that one; the cancellation eventfd is
+// drained before it is reused, so a later wait with a new context blocks
+// until its own deadline, and cancellations racing events never leave a
+// stale wake-up behind.
+func TestCancelReusesWaker(t *testing.T) {
+	ch, src := newTestChannel(t)
+	c := newSimCQ(t, 4)
+	attach(t, ch, c.CQ)
+
+	other := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		got, err := ch.GetEvent(ctx)
+		if err == nil && got != c.CQ {
+			err = errors.New("wrong CQ")
+		}
+		other <- err
+	}()
+	for i := range 200 {
+		ctx, cancel := context.WithCancel(context.Background())
+		if i%2 == 0 {
+			go cancel()
+		} else {
+			cancel()
+		}
+		if _, err := ch.GetEvent(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("round %d: GetEvent after cancel = %v", i, err)
+		}
+		cancel()
+	}
+	select {
+	case err := <-other:
+		t.Fatalf("another waiter's cancellations woke this one: %v", err)
+	default:
+	}
+	src.event(t, c.handle)
+	if err := <-other; err != nil {
+		t.Fatalf("the other waiter: %v", err)
+	}
+	c.Ack(1)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := ch.GetEvent(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("GetEvent after 200 cancellations = %v, want DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d < 25*time.Millisecond {
+		t.Errorf("GetEvent returned after %v, before its 30ms deadline: a stale wake-up", d)
+	}
+}
+
+// The cost of a wait with a cancellable context (AfterFunc registration
+// and the poll) against one that cannot be cancelled.
+func BenchmarkGetEventWait(b *testing.B) {
+	for _, name := range []string{"Background", "WithCancel"} {
+		b.Run(name, func(b *testing.B) {
+			var p [2]int
+			if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+				b.Fatal(err)
+			}
+			defer unix.Close(p[1])
+			src := &pipeSource{r: p[0], w: p[1]}
+			ch, err := newChannel(src)
+			if err != nil {
+				b.Fatal(err)
+			}
+			h, _ := ch.reserve()
+			c := &CQ{ch: ch, handle: h}
+			ch.add(h, c)
+			ctx := context.Background()
+			if name == "WithCancel" {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+			}
+			var ev [8]byte
+			binary.NativeEndian.PutUint64(ev[:], h)
+			b.ReportAllocs()
+			for b.Loop() {
+				unix.Write(p[1], ev[:])
+				ch.idle.Store(1) // the wait path: poll, then read
+				if _, err := ch.GetEvent(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
