@@ -1,13 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
 
+	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -23,50 +22,30 @@ type dest struct {
 // msgLen is the size of the exchange message: ibv_rc_pingpong sends the
 // whole buffer sized for "LLLL:QQQQQQ:PPPPPP:" plus 32 GID digits and the
 // terminating NUL, 52 bytes, and reads exactly that many.
-const msgLen = len("0000:000000:000000:00000000000000000000000000000000") + 1
+const msgLen = qp.PeerRecordLen
 
 // doneMsg is the client's last word, "done" with its NUL; the server waits
 // for it before either side starts the ping-pong.
 var doneMsg = [...]byte{'d', 'o', 'n', 'e', 0}
 
-// marshal formats d as the exchange message: LID, QPN and PSN in
-// zero-padded lower-case hex, then the GID as 32 hex digits in wire (byte)
-// order, then NUL.
+// marshal formats d as the exchange message: qp.Peer's text (LID, QPN and
+// PSN in zero-padded lower-case hex, the GID as 32 hex digits in wire
+// order) and a NUL.
 func (d dest) marshal() [msgLen]byte {
 	var m [msgLen]byte
-	b := fmt.Appendf(m[:0], "%04x:%06x:%06x:", d.lid, d.qpn&0xffffff, d.psn&0xffffff)
-	hex.Encode(m[len(b):], d.gid[:])
+	text, _ := qp.Peer{LID: d.lid, QPN: d.qpn, PSN: d.psn, GID: d.gid}.MarshalText()
+	copy(m[:], text)
 	return m
 }
 
-// parseDest reads an exchange message from the peer. Like the C tool's
-// sscanf("%x:%x:%x:%s") the numbers may have any width; the GID must be 32
-// hex digits.
+// parseDest reads an exchange message from the peer as the C tool's
+// sscanf("%x:%x:%x:%s") does (qp.Peer's UnmarshalText).
 func parseDest(msg []byte) (dest, error) {
-	if i := bytes.IndexByte(msg, 0); i >= 0 {
-		msg = msg[:i]
+	var p qp.Peer
+	if err := p.UnmarshalText(msg); err != nil {
+		return dest{}, fmt.Errorf("malformed address message: %w", err)
 	}
-	f := strings.Split(string(msg), ":")
-	if len(f) != 4 {
-		return dest{}, fmt.Errorf("malformed address message %q", msg)
-	}
-	var d dest
-	var nums [3]uint64
-	for i, bits := range [3]int{16, 24, 24} {
-		n, err := strconv.ParseUint(f[i], 16, bits)
-		if err != nil {
-			return dest{}, fmt.Errorf("malformed address message %q: %w", msg, err)
-		}
-		nums[i] = n
-	}
-	d.lid, d.qpn, d.psn = uint16(nums[0]), uint32(nums[1]), uint32(nums[2])
-	if len(f[3]) != 2*len(d.gid) {
-		return dest{}, fmt.Errorf("malformed address message %q: GID is not %d hex digits", msg, 2*len(d.gid))
-	}
-	if _, err := hex.Decode(d.gid[:], []byte(f[3])); err != nil {
-		return dest{}, fmt.Errorf("malformed address message %q: %w", msg, err)
-	}
-	return d, nil
+	return dest{lid: p.LID, qpn: p.QPN, psn: p.PSN, gid: p.GID}, nil
 }
 
 // hasGlobalRoute says whether the peer's address needs a GRH: the C tool
