@@ -186,7 +186,7 @@ func queryGIDEntryCmd(driverID uint32, port uint8, index uint32, e *gidEntry) *i
 // an index. No such entry is an error wrapping ErrGIDUnused.
 func (c *Context) FindGID(port uint8, ip netip.Addr) (GIDEntry, error) {
 	want := GID(ip.As16()) // As16 maps IPv4 into IPv6
-	return c.findGID(port, "address "+ip.String(), func(e *GIDEntry) bool { return e.GID == want })
+	return c.findGID(port, "address "+ip.String(), func(e *GIDEntry) bool { return e.GID == want }, nil)
 }
 
 // NetdevGID returns the RoCE v2 GID of port that belongs to the network
@@ -198,23 +198,34 @@ func (c *Context) NetdevGID(port uint8, ifname string) (GIDEntry, error) {
 	if err != nil {
 		return GIDEntry{}, fmt.Errorf("uverbs: GID of netdev %s: %w", ifname, err)
 	}
-	onNetdev := func(e *GIDEntry) bool { return e.NetdevIndex == ifi.Index }
-	if e, err := c.findGID(port, "netdev "+ifname, func(e *GIDEntry) bool { return onNetdev(e) && e.GID.To4() != nil }); err == nil {
-		return e, nil
-	}
-	return c.findGID(port, "netdev "+ifname, onNetdev)
+	return c.findGID(port, "netdev "+ifname,
+		func(e *GIDEntry) bool { return e.NetdevIndex == ifi.Index },
+		func(e *GIDEntry) bool { return e.GID.To4() != nil })
 }
 
-// findGID returns the first RoCE v2 entry of port that match accepts.
-func (c *Context) findGID(port uint8, what string, match func(*GIDEntry) bool) (GIDEntry, error) {
+// findGID reads the GID table once and returns the first RoCE v2 entry of
+// port that match accepts, the first that prefer also accepts if there is
+// one (prefer may be nil).
+func (c *Context) findGID(port uint8, what string, match, prefer func(*GIDEntry) bool) (GIDEntry, error) {
 	table, err := c.QueryGIDTable()
 	if err != nil {
 		return GIDEntry{}, err
 	}
+	var first *GIDEntry
 	for i := range table {
-		if e := &table[i]; e.Port == port && e.Type == GIDTypeRoCEv2 && match(e) {
+		e := &table[i]
+		if e.Port != port || e.Type != GIDTypeRoCEv2 || !match(e) {
+			continue
+		}
+		if prefer == nil || prefer(e) {
 			return *e, nil
 		}
+		if first == nil {
+			first = e
+		}
+	}
+	if first != nil {
+		return *first, nil
 	}
 	return GIDEntry{}, fmt.Errorf("uverbs: no RoCE v2 GID for %s on %s port %d: %w", what, c.dev.Name, port, ErrGIDUnused)
 }
