@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
@@ -180,8 +179,8 @@ func (ch *Channel) GetEvent(ctx context.Context) (*CQ, error) {
 			{Fd: int32(ch.closeFD), Events: unix.POLLIN},
 			{Fd: cancelFD, Events: unix.POLLIN},
 		}
-		if errno := ppoll(&fds); errno != 0 && errno != unix.EINTR {
-			return nil, fmt.Errorf("cq: poll completion channel: %w", errno)
+		if _, err := unix.Ppoll(fds[:], nil, nil); err != nil && err != unix.EINTR {
+			return nil, fmt.Errorf("cq: poll completion channel: %w", err)
 		}
 		if fds[1].Revents != 0 {
 			return nil, ErrClosed
@@ -201,14 +200,6 @@ func (ch *Channel) GetEvent(ctx context.Context) (*CQ, error) {
 		}
 		// Another waiter took the event.
 	}
-}
-
-// ppoll waits without a timeout for one of fds to become ready. The
-// pointer conversion is in the call's argument list, so fds stays in place
-// during it.
-func ppoll(fds *[3]unix.PollFd) unix.Errno {
-	_, _, errno := unix.Syscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(fds)), uintptr(len(fds)), 0, 0, 0, 0)
-	return errno
 }
 
 // waker is an eventfd that a context.AfterFunc writes once ctx is done; a
@@ -244,13 +235,13 @@ func (ch *Channel) getWaker() (*waker, error) {
 // reach the fd once reused or closed) and drains the count.
 func (ch *Channel) putWaker(w *waker, stop func() bool) {
 	if !stop() {
-		fds := [3]unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}, {Fd: -1}, {Fd: -1}}
+		fds := [1]unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}
 		for {
 			var n [8]byte
 			if _, err := unix.Read(w.fd, n[:]); err == nil {
 				break
 			}
-			ppoll(&fds)
+			unix.Ppoll(fds[:], nil, nil)
 		}
 	}
 	if ch.closing.Load() || !ch.spare.CompareAndSwap(nil, w) {
