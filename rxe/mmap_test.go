@@ -64,10 +64,10 @@ func TestMapRingFailures(t *testing.T) {
 	if _, _, err := mapRing(fd, mmInfo{size: 4096}); !errors.Is(err, ErrBadRing) {
 		t.Fatalf("short mapping: err = %v, want ErrBadRing", err)
 	}
-	if _, err := Map(-1, 0, 4096); !errors.Is(err, unix.EBADF) {
+	if _, err := mapFD(-1, 0, 4096); !errors.Is(err, unix.EBADF) {
 		t.Fatalf("bad fd: err = %v, want EBADF", err)
 	}
-	if _, err := Map(fd, 0, 0); !errors.Is(err, unix.EINVAL) {
+	if _, err := mapFD(fd, 0, 0); !errors.Is(err, unix.EINVAL) {
 		t.Fatalf("size 0: err = %v, want EINVAL", err)
 	}
 }

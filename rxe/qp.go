@@ -3,6 +3,7 @@ package rxe
 import (
 	"errors"
 	"fmt"
+	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"runtime"
 
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -15,8 +16,8 @@ type QP struct {
 	sq    *sendQueue
 	rq    *recvQueue
 	vqp   *uverbs.QP // nil for a QP over simulated rings
-	sqMem *Mapping
-	rqMem *Mapping
+	sqMem *mapping
+	rqMem *mapping
 }
 
 // CreateQP creates a queue pair on an rxe device and maps its receive and
@@ -80,10 +81,10 @@ func mapQP(fd int, vqp *uverbs.QP, resp *createQPResp) (*QP, error) {
 	return &QP{sq: s, rq: r, vqp: vqp, sqMem: sqMem, rqMem: rqMem}, nil
 }
 
-// NewQPFromRings makes a QP over rings a simulated kernel consumes (see
-// [AllocRing]), with the given limits (clipped to what a slot holds) and
-// doorbell; it has no kernel object. rq may be nil, as for a QP on an SRQ.
-func NewQPFromRings(sq, rq *Ring, lim QPLimits, db Doorbell) (*QP, error) {
+// newQPFromRings makes a QP over rings a simulated kernel consumes, with
+// the given limits (clipped to what a slot holds) and doorbell; it has no
+// kernel object. rq may be nil, as for a QP on an SRQ.
+func newQPFromRings(sq, rq *ring.Ring, lim QPLimits, db doorbell) (*QP, error) {
 	s, r, err := newQueues(sq, rq, lim, db)
 	if err != nil {
 		return nil, err
@@ -126,7 +127,7 @@ func (q *QP) Limits() QPLimits {
 }
 
 // Verbs returns the kernel QP (for Modify, Query, its number); nil for a QP
-// from NewQPFromRings.
+// of the simulator.
 func (q *QP) Verbs() *uverbs.QP { return q.vqp }
 
 // Destroy destroys the kernel QP while holding the send queue's lock (so no
@@ -157,7 +158,7 @@ func (q *QP) release() (err error) {
 		q.rq.ring = nil
 		q.rq.mu.Unlock()
 	}
-	for _, m := range []*Mapping{q.sqMem, q.rqMem} {
+	for _, m := range []*mapping{q.sqMem, q.rqMem} {
 		if m != nil {
 			err = errors.Join(err, m.Close())
 		}
