@@ -36,10 +36,12 @@ func main() {
 	os.Exit(run(os.Args[0], os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// usage is rdma-core v44's text (the tools in the VM); v56 says "default all
+// devices" for -d, which is what both versions do.
 func usage(w io.Writer, argv0 string) {
 	fmt.Fprintf(w, "Usage: %s             print the ca attributes\n\n", argv0)
 	fmt.Fprintf(w, "Options:\n")
-	fmt.Fprintf(w, "  -d, --ib-dev=<dev>     use IB device <dev> (default all devices)\n")
+	fmt.Fprintf(w, "  -d, --ib-dev=<dev>     use IB device <dev> (default first device found)\n")
 	fmt.Fprintf(w, "  -i, --ib-port=<port>   use port <port> of IB device (default all ports)\n")
 	fmt.Fprintf(w, "  -l, --list             print only the IB devices names\n")
 	fmt.Fprintf(w, "  -v, --verbose          print all the attributes of the IB device(s)\n")
