@@ -125,6 +125,7 @@ const (
 	ioctlCreateQP
 	ioctlQueryGIDTable
 	ioctlQueryGIDEntry
+	ioctlQueryPort
 )
 
 // tryIoctl sends the ioctl build makes for method m, as libibverbs 44 does,

@@ -39,6 +39,60 @@ type DeviceAttr struct {
 	PhysPortCnt     int
 	TimestampMask   uint64
 	HCACoreClock    uint64 // kHz
+
+	// The rest of struct ibv_device_attr_ex, as the kernel reports it
+	// (what ibv_devinfo -v prints).
+	BaseCapFlags          uint32 // device_cap_flags of the base response (32 bits, ibv_device_attr's)
+	ExCapFlags            uint64 // device_cap_flags_ex as sent, 0 when the kernel's response ends before it
+	MaxEERdAtom           int
+	MaxEEInitRdAtom       int
+	MaxEE                 int
+	MaxRDD                int
+	MaxRawIPv6QP          int
+	MaxRawEthyQP          int
+	MaxMcastQPAttach      int
+	MaxTotalMcastQPAttach int
+	MaxFMR                int
+	MaxMapPerFMR          int
+	ODP                   ODPCaps
+	RSS                   RSSCaps
+	MaxWQTypeRQ           int
+	RawPacketCaps         uint32 // IB_UVERBS_RAW_PACKET_CAP_*
+	TM                    TMCaps
+	CQModeration          CQModerationCaps
+	MaxDMSize             uint64
+}
+
+// ODPCaps is the on-demand paging support of a device (struct
+// ib_uverbs_odp_caps plus xrc_odp_caps); rxe reports none.
+type ODPCaps struct {
+	General uint64 // IB_UVERBS_ODP_SUPPORT*
+	RC      uint32 // per-transport IB_UVERBS_ODP_SUPPORT_* bits
+	UC      uint32
+	UD      uint32
+	XRC     uint32
+}
+
+// RSSCaps is struct ib_uverbs_rss_caps.
+type RSSCaps struct {
+	SupportedQPTs              uint32 // bit n set: QP type n supports RSS
+	MaxRWQIndirectionTables    int
+	MaxRWQIndirectionTableSize int
+}
+
+// TMCaps is struct ib_uverbs_tm_caps (tag matching).
+type TMCaps struct {
+	MaxRndvHdrSize int
+	MaxNumTags     int
+	Flags          uint32
+	MaxOps         int
+	MaxSGE         int
+}
+
+// CQModerationCaps is struct ib_uverbs_cq_moderation_caps.
+type CQModerationCaps struct {
+	MaxCount  int
+	MaxPeriod int // microseconds
 }
 
 // be64 turns a __be64 field read as a native integer into its value.
@@ -94,5 +148,29 @@ func deviceAttrFrom(r *exQueryDeviceResp) DeviceAttr {
 		PhysPortCnt:     int(b.PhysPortCnt),
 		TimestampMask:   r.TimestampMask,
 		HCACoreClock:    r.HCACoreClock,
+
+		BaseCapFlags:          b.DeviceCapFlags,
+		ExCapFlags:            r.DeviceCapFlagsEx,
+		MaxEERdAtom:           int(b.MaxEERdAtom),
+		MaxEEInitRdAtom:       int(b.MaxEEInitRdAtom),
+		MaxEE:                 int(b.MaxEE),
+		MaxRDD:                int(b.MaxRDD),
+		MaxRawIPv6QP:          int(b.MaxRawIPv6QP),
+		MaxRawEthyQP:          int(b.MaxRawEthyQP),
+		MaxMcastQPAttach:      int(b.MaxMcastQPAttach),
+		MaxTotalMcastQPAttach: int(b.MaxTotalMcastQPAttach),
+		MaxFMR:                int(b.MaxFMR),
+		MaxMapPerFMR:          int(b.MaxMapPerFMR),
+		ODP: ODPCaps{General: r.ODPCaps.GeneralCaps, RC: r.ODPCaps.RCODPCaps, UC: r.ODPCaps.UCODPCaps,
+			UD: r.ODPCaps.UDODPCaps, XRC: r.XRCODPCaps},
+		RSS: RSSCaps{SupportedQPTs: r.RSSCaps.SupportedQPTs, MaxRWQIndirectionTables: int(r.RSSCaps.MaxRWQIndirectionTables),
+			MaxRWQIndirectionTableSize: int(r.RSSCaps.MaxRWQIndirectionTableSize)},
+		MaxWQTypeRQ:   int(r.MaxWQTypeRQ),
+		RawPacketCaps: r.RawPacketCaps,
+		TM: TMCaps{MaxRndvHdrSize: int(r.TMCaps.MaxRndvHdrSize), MaxNumTags: int(r.TMCaps.MaxNumTags),
+			Flags: r.TMCaps.Flags, MaxOps: int(r.TMCaps.MaxOps), MaxSGE: int(r.TMCaps.MaxSGE)},
+		CQModeration: CQModerationCaps{MaxCount: int(r.CQModerationCaps.MaxCQModerationCount),
+			MaxPeriod: int(r.CQModerationCaps.MaxCQModerationPeriod)},
+		MaxDMSize: r.MaxDMSize,
 	}
 }

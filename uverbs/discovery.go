@@ -25,6 +25,9 @@ type Device struct {
 	// driver id when this package knows it (rxe, siw), else DriverUnknown.
 	Driver   string
 	DriverID DriverID
+
+	NodeType NodeType // from sysfs node_type; NodeCA for rxe
+	BoardID  string   // sysfs board_id, "" when the driver has none (rxe)
 }
 
 // discovery says where Devices looks; tests point it at a fake tree.
@@ -116,6 +119,7 @@ func (s discovery) device(dir string, index int) (Device, error) {
 		return d, fmt.Errorf("uverbs: %s: node_guid: %w", name, err)
 	}
 	d.Driver, d.DriverID = driverOf(filepath.Join(s.sysfs, "class", "infiniband", name))
+	s.sysfsExtras(&d)
 	return d, nil
 }
 

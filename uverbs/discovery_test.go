@@ -63,9 +63,9 @@ func TestDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Device{
-		{Name: "rxe0", Path: "/dev/infiniband/uverbs0", Index: 0, NodeGUID: 0x0250b6fffe000001, ABIVersion: 1, CommandABI: 6, Driver: "rxe", DriverID: DriverRXE},
-		{Name: "rxe1", Path: "/dev/infiniband/uverbs1", Index: 1, NodeGUID: 0x0250b6fffe000002, ABIVersion: 2, CommandABI: 6, Driver: "rxe", DriverID: DriverRXE},
-		{Name: "rxe10", Path: "/dev/infiniband/uverbs10", Index: 10, NodeGUID: 0x0250b6fffe00000a, ABIVersion: 2, CommandABI: 6, Driver: "rxe", DriverID: DriverRXE},
+		{Name: "rxe0", Path: "/dev/infiniband/uverbs0", Index: 0, NodeGUID: 0x0250b6fffe000001, ABIVersion: 1, CommandABI: 6, Driver: "rxe", DriverID: DriverRXE, NodeType: NodeUnknown},
+		{Name: "rxe1", Path: "/dev/infiniband/uverbs1", Index: 1, NodeGUID: 0x0250b6fffe000002, ABIVersion: 2, CommandABI: 6, Driver: "rxe", DriverID: DriverRXE, NodeType: NodeUnknown},
+		{Name: "rxe10", Path: "/dev/infiniband/uverbs10", Index: 10, NodeGUID: 0x0250b6fffe00000a, ABIVersion: 2, CommandABI: 6, Driver: "rxe", DriverID: DriverRXE, NodeType: NodeUnknown},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("devices (-want +got):\n%s", diff)

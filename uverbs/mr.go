@@ -87,6 +87,12 @@ func (pd *PD) RegisterMR(b *Buffer, access Access) (*MR, error) {
 
 // RegisterMRRange registers length bytes of b starting at off.
 func (pd *PD) RegisterMRRange(b *Buffer, off, length int, access Access) (*MR, error) {
+	return pd.registerMR(b, off, length, b.Addr()+uint64(off), access)
+}
+
+// registerMR registers length bytes of b at off under I/O virtual address
+// iova.
+func (pd *PD) registerMR(b *Buffer, off, length int, iova uint64, access Access) (*MR, error) {
 	if off < 0 || length <= 0 || off > b.Len() || length > b.Len()-off {
 		return nil, fmt.Errorf("uverbs: reg_mr: range [%d, +%d) outside buffer of %d bytes: %w", off, length, b.Len(), unix.EINVAL)
 	}
@@ -103,7 +109,7 @@ func (pd *PD) RegisterMRRange(b *Buffer, off, length int, access Access) (*MR, e
 		Response:    resp.ptr(),
 		Start:       addr,
 		Length:      uint64(length),
-		HCAVA:       addr,
+		HCAVA:       iova,
 		PDHandle:    pd.handle,
 		AccessFlags: uint32(access),
 	}
@@ -112,7 +118,7 @@ func (pd *PD) RegisterMRRange(b *Buffer, off, length int, access Access) (*MR, e
 		return nil, err
 	}
 	r := &resp.resp
-	mr := &MR{pd: pd, buf: b, handle: r.MRHandle, lkey: r.LKey, rkey: r.RKey, addr: addr, length: length}
+	mr := &MR{pd: pd, buf: b, handle: r.MRHandle, lkey: r.LKey, rkey: r.RKey, addr: iova, length: length}
 	mr.kid = pd.ctx.kids.add(levelCQMR, mr.Close)
 	return mr, nil
 }
@@ -143,7 +149,9 @@ func (mr *MR) LKey() uint32 { return mr.lkey }
 // RKey returns the remote key, for peers' RDMA reads and writes.
 func (mr *MR) RKey() uint32 { return mr.rkey }
 
-// Addr returns the region's start address (its I/O virtual address).
+// Addr returns the region's I/O virtual address: where it starts for SGEs
+// and for peers' RDMA (the buffer's address unless registered with
+// RegisterMRIOVA).
 func (mr *MR) Addr() uint64 { return mr.addr }
 
 // Len returns the region's length in bytes.

@@ -1,6 +1,9 @@
 package uverbs
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // PortState is enum ib_port_state.
 type PortState uint8
@@ -107,12 +110,30 @@ type PortAttr struct {
 	PhysState     uint8
 	LinkLayer     LinkLayer
 	GRHRequired   bool // IB_UVERBS_QPF_GRH_REQUIRED: every address vector needs a GRH (RoCE)
+	InitTypeReply uint8
+
+	// Only the ioctl form of QUERY_PORT reports these; they are zero when
+	// the kernel answered the write() command.
+	PortCapFlags2 uint16 // IB_UVERBS_PCF2_*
+	ActiveSpeedEx uint32 // the active speed where ActiveSpeed's 8 bits are too few; 0 if unset
 }
 
 const portFlagGRHRequired = 1 << 0 // IB_UVERBS_QPF_GRH_REQUIRED
 
-// QueryPort returns the attributes of port (1-based).
+// QueryPort returns the attributes of port (1-based), through
+// UVERBS_METHOD_QUERY_PORT as libibverbs does, or the write() command
+// QUERY_PORT when the kernel lacks the method or the driver id is unknown.
 func (c *Context) QueryPort(port uint8) (PortAttr, error) {
+	var ex queryPortRespEx
+	done, err := c.tryIoctl(ioctlQueryPort, "query_port", func(driverID uint32) *ioctlBuf {
+		return queryPortIoctl(driverID, port, &ex)
+	})
+	if done {
+		if err != nil {
+			return PortAttr{}, err
+		}
+		return portAttrFromEx(&ex), nil
+	}
 	var resp respFrame[queryPortResp]
 	var f writeFrame[queryPortCmd]
 	f.req = queryPortCmd{Response: resp.ptr(), PortNum: port}
@@ -144,5 +165,22 @@ func portAttrFrom(r *queryPortResp) PortAttr {
 		PhysState:     r.PhysState,
 		LinkLayer:     LinkLayer(r.LinkLayer),
 		GRHRequired:   r.Flags&portFlagGRHRequired != 0,
+		InitTypeReply: r.InitTypeReply,
 	}
+}
+
+func portAttrFromEx(r *queryPortRespEx) PortAttr {
+	a := portAttrFrom(&r.Legacy)
+	a.PortCapFlags2 = r.PortCapFlags2
+	a.ActiveSpeedEx = r.ActiveSpeedEx
+	return a
+}
+
+// queryPortIoctl builds UVERBS_METHOD_QUERY_PORT as libibverbs does
+// (ibv_cmd_query_port): the port number inline, the extended response out.
+func queryPortIoctl(driverID uint32, port uint8, resp *queryPortRespEx) *ioctlBuf {
+	b := newIoctl(objectDevice, methodQueryPort, driverID)
+	b.constIn(attrQueryPortPortNum, uint64(port))
+	b.ptrOut(attrQueryPortResp, unsafe.Pointer(resp), int(unsafe.Sizeof(*resp)))
+	return b
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/pureverbs/pureverbs/internal/getopt"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -41,13 +42,13 @@ func defaultOptions() options {
 }
 
 // optionSpecs are ibv_rc_pingpong's options (rdma-core v44).
-var optionSpecs = []optSpec{
-	{'p', "port", true}, {'d', "ib-dev", true}, {'i', "ib-port", true},
-	{'s', "size", true}, {'m', "mtu", true}, {'r', "rx-depth", true},
-	{'n', "iters", true}, {'l', "sl", true}, {'e', "events", false},
-	{'g', "gid-idx", true}, {'o', "odp", false}, {'O', "iodp", false},
-	{'P', "prefetch", false}, {'t', "ts", false}, {'c', "chk", false},
-	{'j', "dm", false}, {'N', "new_send", false},
+var optionSpecs = []getopt.Spec{
+	{Short: 'p', Long: "port", Arg: true}, {Short: 'd', Long: "ib-dev", Arg: true}, {Short: 'i', Long: "ib-port", Arg: true},
+	{Short: 's', Long: "size", Arg: true}, {Short: 'm', Long: "mtu", Arg: true}, {Short: 'r', Long: "rx-depth", Arg: true},
+	{Short: 'n', Long: "iters", Arg: true}, {Short: 'l', Long: "sl", Arg: true}, {Short: 'e', Long: "events", Arg: false},
+	{Short: 'g', Long: "gid-idx", Arg: true}, {Short: 'o', Long: "odp", Arg: false}, {Short: 'O', Long: "iodp", Arg: false},
+	{Short: 'P', Long: "prefetch", Arg: false}, {Short: 't', Long: "ts", Arg: false}, {Short: 'c', Long: "chk", Arg: false},
+	{Short: 'j', Long: "dm", Arg: false}, {Short: 'N', Long: "new_send", Arg: false},
 }
 
 // errUsage asks the caller to print the usage text and fail, as
@@ -59,12 +60,12 @@ var errUsage = errors.New("usage")
 // gives errUsage; an option rxe cannot honour gives a plain error.
 func parseOptions(args []string) (options, error) {
 	o := defaultOptions()
-	vals, operands, err := getopt(optionSpecs, args)
+	vals, operands, err := getopt.Parse(optionSpecs, args)
 	if err != nil {
 		return o, err
 	}
 	for _, v := range vals {
-		if err := o.set(v.short, v.arg); err != nil {
+		if err := o.set(v.Short, v.Arg); err != nil {
 			return o, err
 		}
 	}
