@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pureverbs/pureverbs/rxe"
+	"github.com/pureverbs/pureverbs/rxe/rxesim"
 	"golang.org/x/sys/unix"
 )
 
@@ -52,33 +52,28 @@ func (p *pipeSource) event(t *testing.T, h uint64) {
 	}
 }
 
-// simCQ is a CQ over a ring in ordinary memory; the test plays the kernel
-// producing completions into it.
+// simCQ is a CQ over a ring of the simulated kernel, which the test has
+// produce completions into it.
 type simCQ struct {
 	*CQ
-	ring *rxe.Ring
+	kernel *rxesim.CQ
 }
 
-func newSimCQ(t *testing.T, entries int) simCQ {
+func newSimCQ(t testing.TB, entries int) simCQ {
 	t.Helper()
-	ring, err := rxe.AllocRing(48, entries) // slots hold struct ib_uverbs_wc
+	k, err := rxesim.New().NewCQ(entries)
 	if err != nil {
 		t.Fatal(err)
 	}
-	core, err := rxe.NewCQFromRing(ring)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return simCQ{CQ: &CQ{core: core}, ring: ring}
+	return simCQ{CQ: &CQ{core: k.User}, kernel: k}
 }
 
 func (s simCQ) complete(wcs ...WC) {
-	p := s.ring.Producer()
 	for i := range wcs {
-		rxe.EncodeWC(s.ring.Slot(p), &wcs[i])
-		p = s.ring.Next(p)
+		if !s.kernel.Complete(&wcs[i]) {
+			panic("simulated CQ full")
+		}
 	}
-	s.ring.SetProducer(p)
 }
 
 func TestPoll(t *testing.T) {
@@ -131,9 +126,7 @@ func TestPollAllocs(t *testing.T) {
 }
 
 func BenchmarkPoll16(b *testing.B) {
-	ring, _ := rxe.AllocRing(48, 64)
-	core, _ := rxe.NewCQFromRing(ring)
-	c := simCQ{CQ: &CQ{core: core}, ring: ring}
+	c := newSimCQ(b, 64)
 	batch := make([]WC, 16)
 	wc := make([]WC, 16)
 	b.ReportAllocs()

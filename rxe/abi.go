@@ -7,22 +7,6 @@ import "unsafe"
 // other members overlay it through accessors; flexible arrays are left out
 // and reached by offset. Sizes and offsets are pinned by abi_test.go.
 
-// queueBuf is the header of struct rxe_queue_buf. The producer and consumer
-// indices sit in separate cache lines; the slots (data[]) start right after
-// the header.
-type queueBuf struct {
-	log2ElemSize  uint32
-	indexMask     uint32
-	_             [30]uint32
-	producerIndex uint32
-	_             [31]uint32
-	consumerIndex uint32
-	_             [31]uint32
-}
-
-// ringHeaderSize is sizeof(struct rxe_queue_buf), the offset of data[].
-const ringHeaderSize = int(unsafe.Sizeof(queueBuf{}))
-
 // mmInfo is struct mminfo: where the kernel lets user space map a queue.
 type mmInfo struct {
 	offset uint64

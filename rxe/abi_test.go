@@ -24,18 +24,6 @@ func checkLayout(t *testing.T, rows []layout) {
 	}
 }
 
-func TestLayoutQueueBuf(t *testing.T) {
-	var q queueBuf
-	checkLayout(t, []layout{
-		{"sizeof(struct rxe_queue_buf)", unsafe.Sizeof(q), 384},
-		{"log2_elem_size", unsafe.Offsetof(q.log2ElemSize), 0},
-		{"index_mask", unsafe.Offsetof(q.indexMask), 4},
-		{"producer_index", unsafe.Offsetof(q.producerIndex), 128},
-		{"consumer_index", unsafe.Offsetof(q.consumerIndex), 256},
-		{"data", uintptr(ringHeaderSize), 384},
-	})
-}
-
 func TestLayoutMMInfo(t *testing.T) {
 	var m mmInfo
 	var cq createCQResp

@@ -3,6 +3,7 @@ package rxe
 import (
 	"errors"
 	"fmt"
+	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"runtime"
 	"sync"
 
@@ -12,11 +13,11 @@ import (
 // cqRing is the consumer side of a completion ring.
 type cqRing struct {
 	mu   sync.Mutex
-	ring *Ring // nil once closed
+	ring *ring.Ring // nil once closed
 	cons uint32
 }
 
-func newCQRing(r *Ring) (*cqRing, error) {
+func newCQRing(r *ring.Ring) (*cqRing, error) {
 	if r.ElemSize() < wcSize {
 		return nil, fmt.Errorf("%w: CQ slots of %d bytes, want at least %d", ErrBadRing, r.ElemSize(), wcSize)
 	}
@@ -37,7 +38,7 @@ func (c *cqRing) poll(wc []WC) (int, error) {
 	prod := r.Producer()
 	n := 0
 	for n < len(wc) && c.cons != prod {
-		decodeWC(r.slot(c.cons), &wc[n])
+		decodeWC(r.At(c.cons), &wc[n])
 		c.cons = r.Next(c.cons)
 		n++
 	}
@@ -60,7 +61,7 @@ func (c *cqRing) detach() {
 type CQ struct {
 	ring *cqRing
 	vcq  *uverbs.CQ // nil for a CQ over a simulated ring
-	mem  *Mapping   // guarded by ring.mu (Resize replaces it)
+	mem  *mapping   // guarded by ring.mu (Resize replaces it)
 }
 
 // CreateCQ creates a completion queue on an rxe device and maps its ring
@@ -77,7 +78,7 @@ func CreateCQ(ctx *uverbs.Context, attr uverbs.CQAttr) (*CQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := mapCQ(ctx.FD(), resp.mi)
+	c, err := mapCQ(ctx.Mmap, resp.mi)
 	if err != nil {
 		if _, _, derr := vcq.Destroy(); derr != nil {
 			err = errors.Join(err, derr)
@@ -90,8 +91,8 @@ func CreateCQ(ctx *uverbs.Context, attr uverbs.CQAttr) (*CQ, error) {
 }
 
 // mapCQ maps the ring of a new CQ; on failure it unmaps what it mapped.
-func mapCQ(fd int, mi mmInfo) (*CQ, error) {
-	mem, r, err := mapRing(fd, mi)
+func mapCQ(mmap mmapFunc, mi mmInfo) (*CQ, error) {
+	mem, r, err := mapRing(mmap, mi)
 	if err != nil {
 		return nil, err
 	}
@@ -103,9 +104,9 @@ func mapCQ(fd int, mi mmInfo) (*CQ, error) {
 	return &CQ{ring: c, mem: mem}, nil
 }
 
-// NewCQFromRing makes a CQ over a ring a simulated kernel produces into
-// (see [AllocRing]); it has no kernel object.
-func NewCQFromRing(r *Ring) (*CQ, error) {
+// newCQFromRing makes a CQ over a ring a simulated kernel produces into; it
+// has no kernel object.
+func newCQFromRing(r *ring.Ring) (*CQ, error) {
 	c, err := newCQRing(r)
 	if err != nil {
 		return nil, err
@@ -117,12 +118,12 @@ func NewCQFromRing(r *Ring) (*CQ, error) {
 // a memory operation only, and allocates nothing.
 func (c *CQ) Poll(wc []WC) (int, error) {
 	n, err := c.ring.poll(wc)
-	runtime.KeepAlive(c) // its Mapping's cleanup would unmap the ring under the poll
+	runtime.KeepAlive(c) // its mapping's cleanup would unmap the ring under the poll
 	return n, err
 }
 
 // Verbs returns the kernel CQ (for ReqNotify, its handle, and creating QPs
-// on it); nil for a CQ from NewCQFromRing.
+// on it); nil for a CQ of the simulator.
 func (c *CQ) Verbs() *uverbs.CQ { return c.vcq }
 
 // Destroy destroys the kernel CQ, then stops polling and unmaps the ring. It

@@ -24,7 +24,7 @@ func (c *CQ) Resize(cqe int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	mem, r, err := mapRing(c.vcq.Context().FD(), resp.mi)
+	mem, r, err := mapRing(c.vcq.Context().Mmap, resp.mi)
 	if err == nil && r.ElemSize() < wcSize {
 		mem.Close()
 		err = fmt.Errorf("%w: CQ slots of %d bytes, want at least %d", ErrBadRing, r.ElemSize(), wcSize)

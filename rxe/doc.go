@@ -8,10 +8,11 @@
 // then rings one doorbell (an empty POST_SEND command) so the kernel runs its
 // requester.
 //
-// The package holds the ring arithmetic ([Ring]), the WQE and completion
-// encodings ([SendWR], [RecvWR], [WC]), the mappings ([Mapping]) and the
-// queues built on them ([CQ], [QP]). Higher layers (packages cq and qp) wrap
-// these in the user-facing API; nothing here allocates on the post and poll
+// The package holds the WQE and completion encodings ([SendWR], [RecvWR],
+// [WC]) and the queues built on the mapped rings ([CQ], [QP]); the ring
+// arithmetic lives in an internal package shared with the simulator,
+// package rxesim. Applications use packages cq and qp, which wrap these
+// in the user-facing API; nothing here allocates on the post and poll
 // paths.
 //
 // The layout follows rdma-core's providers/rxe (rxe.c, rxe_queue.h) and the

@@ -2,42 +2,48 @@ package rxe
 
 import (
 	"fmt"
+	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"runtime"
 	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
-// Mapping is a queue buffer the kernel shares through the uverbs command fd:
+// mapping is a queue buffer the kernel shares through the uverbs command fd:
 // an mmap of the offset and size from a struct mminfo (PROT_READ|PROT_WRITE,
 // MAP_SHARED), as librxe maps it. Close unmaps it.
 //
-// A Mapping dropped without Close is unmapped by a GC cleanup, a safety net
+// A mapping dropped without Close is unmapped by a GC cleanup, a safety net
 // that matters: a mapped ring holds the uverbs file open, so until it is
 // unmapped the kernel never releases the context's objects, even after the
 // Context's fds are closed.
-type Mapping struct {
+type mapping struct {
 	mu      sync.Mutex
 	mem     []byte // nil once unmapped
 	cleanup runtime.Cleanup
 }
 
-// Map maps size bytes at offset of the uverbs command fd.
-func Map(fd int, offset uint64, size uint32) (*Mapping, error) {
-	if size == 0 || offset > 1<<62 {
+// mmapFunc maps length bytes at offset of the file the rings live in:
+// (*uverbs.Context).Mmap, which maps the command fd without handing its
+// number out.
+type mmapFunc func(offset uint64, length int) ([]byte, error)
+
+// mapMem maps the size bytes at offset that a struct mminfo names.
+func mapMem(mmap mmapFunc, offset uint64, size uint32) (*mapping, error) {
+	if size == 0 {
 		return nil, wrapErr("mmap", fmt.Errorf("offset %#x size %d: %w", offset, size, unix.EINVAL))
 	}
-	mem, err := unix.Mmap(fd, int64(offset), int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := mmap(offset, int(size))
 	if err != nil {
-		return nil, wrapErr("mmap", fmt.Errorf("offset %#x size %d: %w", offset, size, err))
+		return nil, wrapErr("mmap", err)
 	}
-	m := &Mapping{mem: mem}
+	m := &mapping{mem: mem}
 	m.cleanup = runtime.AddCleanup(m, func(mem []byte) { unix.Munmap(mem) }, mem)
 	return m, nil
 }
 
 // Bytes is the mapped memory; nil after Close.
-func (m *Mapping) Bytes() []byte {
+func (m *mapping) Bytes() []byte {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.mem
@@ -45,7 +51,7 @@ func (m *Mapping) Bytes() []byte {
 
 // Close unmaps the memory. It is idempotent. Nothing may touch the memory
 // afterwards: the queues detach their rings before closing their mappings.
-func (m *Mapping) Close() error {
+func (m *mapping) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.mem == nil {
@@ -60,12 +66,12 @@ func (m *Mapping) Close() error {
 }
 
 // mapRing maps the queue mi describes and attaches a Ring to it.
-func mapRing(fd int, mi mmInfo) (*Mapping, *Ring, error) {
-	m, err := Map(fd, mi.offset, mi.size)
+func mapRing(mmap mmapFunc, mi mmInfo) (*mapping, *ring.Ring, error) {
+	m, err := mapMem(mmap, mi.offset, mi.size)
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := NewRing(m.mem)
+	r, err := ring.New(m.mem)
 	if err != nil {
 		m.Close()
 		return nil, nil, err

@@ -3,6 +3,7 @@ package rxe
 import (
 	"errors"
 	"fmt"
+	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"runtime"
 
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -15,8 +16,8 @@ type QP struct {
 	sq    *sendQueue
 	rq    *recvQueue
 	vqp   *uverbs.QP // nil for a QP over simulated rings
-	sqMem *Mapping
-	rqMem *Mapping
+	sqMem *mapping
+	rqMem *mapping
 }
 
 // CreateQP creates a queue pair on an rxe device and maps its receive and
@@ -37,7 +38,7 @@ func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := mapQP(pd.Context().FD(), vqp, &resp, attr.SRQ == nil)
+	q, err := mapQP(pd.Context().Mmap, vqp, &resp, attr.SRQ == nil)
 	if err != nil {
 		if _, derr := vqp.Destroy(); derr != nil {
 			err = errors.Join(err, derr)
@@ -54,18 +55,18 @@ func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
 // mapQP maps the rings of a new QP (the receive ring only if hasRQ: the
 // kernel makes none for a QP on an SRQ) and sets up its queues; on failure
 // it unmaps what it mapped.
-func mapQP(fd int, vqp *uverbs.QP, resp *createQPResp, hasRQ bool) (*QP, error) {
+func mapQP(mmap mmapFunc, vqp *uverbs.QP, resp *createQPResp, hasRQ bool) (*QP, error) {
 	var (
-		rqMem *Mapping
-		rq    *Ring
+		rqMem *mapping
+		rq    *ring.Ring
 		err   error
 	)
 	if hasRQ {
-		if rqMem, rq, err = mapRing(fd, resp.rqMI); err != nil {
+		if rqMem, rq, err = mapRing(mmap, resp.rqMI); err != nil {
 			return nil, fmt.Errorf("rxe: create_qp: receive queue: %w", err)
 		}
 	}
-	sqMem, sq, err := mapRing(fd, resp.sqMI)
+	sqMem, sq, err := mapRing(mmap, resp.sqMI)
 	if err != nil {
 		if rqMem != nil {
 			rqMem.Close()
@@ -91,10 +92,10 @@ func mapQP(fd int, vqp *uverbs.QP, resp *createQPResp, hasRQ bool) (*QP, error) 
 	return &QP{sq: s, rq: r, vqp: vqp, sqMem: sqMem, rqMem: rqMem}, nil
 }
 
-// NewQPFromRings makes a QP over rings a simulated kernel consumes (see
-// [AllocRing]), with the given limits (clipped to what a slot holds) and
-// doorbell; it has no kernel object. rq may be nil, as for a QP on an SRQ.
-func NewQPFromRings(sq, rq *Ring, lim QPLimits, db Doorbell) (*QP, error) {
+// newQPFromRings makes a QP over rings a simulated kernel consumes, with
+// the given limits (clipped to what a slot holds) and doorbell; it has no
+// kernel object. rq may be nil, as for a QP on an SRQ.
+func newQPFromRings(sq, rq *ring.Ring, lim QPLimits, db doorbell) (*QP, error) {
 	s, r, err := newQueues(sq, rq, lim, db)
 	if err != nil {
 		return nil, err
@@ -137,7 +138,7 @@ func (q *QP) Limits() QPLimits {
 }
 
 // Verbs returns the kernel QP (for Modify, Query, its number); nil for a QP
-// from NewQPFromRings.
+// of the simulator.
 func (q *QP) Verbs() *uverbs.QP { return q.vqp }
 
 // Destroy destroys the kernel QP while holding the send queue's lock (so no
@@ -168,7 +169,7 @@ func (q *QP) release() (err error) {
 		q.rq.ring = nil
 		q.rq.mu.Unlock()
 	}
-	for _, m := range []*Mapping{q.sqMem, q.rqMem} {
+	for _, m := range []*mapping{q.sqMem, q.rqMem} {
 		if m != nil {
 			err = errors.Join(err, m.Close())
 		}

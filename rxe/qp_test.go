@@ -11,7 +11,7 @@ import (
 
 func TestQPFromRings(t *testing.T) {
 	db := &countingDoorbell{}
-	q, err := NewQPFromRings(mustRing(t, 256, 7), mustRing(t, 128, 7), QPLimits{MaxSendWR: 4, MaxSendSGE: 2, MaxRecvSGE: 9, MaxInline: 16}, db)
+	q, err := newQPFromRings(mustRing(t, 256, 7), mustRing(t, 128, 7), QPLimits{MaxSendWR: 4, MaxSendSGE: 2, MaxRecvSGE: 9, MaxInline: 16}, db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,25 +40,25 @@ func TestQPFromRings(t *testing.T) {
 		t.Fatalf("PostRecv after Destroy: %v", err)
 	}
 
-	noRQ, err := NewQPFromRings(mustRing(t, 256, 3), nil, QPLimits{}, db)
+	noRQ, err := newQPFromRings(mustRing(t, 256, 3), nil, QPLimits{}, db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := noRQ.PostRecv([]RecvWR{{}}); !errors.Is(err, ErrNotSupported) {
 		t.Fatalf("PostRecv without a receive ring: %v", err)
 	}
-	if _, err := NewQPFromRings(mustRing(t, 256, 3), nil, QPLimits{}, nil); err == nil {
+	if _, err := newQPFromRings(mustRing(t, 256, 3), nil, QPLimits{}, nil); err == nil {
 		t.Fatal("a QP without a doorbell")
 	}
 }
 
 func TestCQFromRingDestroy(t *testing.T) {
 	r := mustRing(t, 64, 3)
-	c, err := NewCQFromRing(r)
+	c, err := newCQFromRing(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	EncodeWC(r.Slot(0), &WC{WRID: 9})
+	encodeWC(r.Slot(0), &WC{WRID: 9})
 	r.SetProducer(1)
 	wc := make([]WC, 2)
 	if n, err := c.Poll(wc); n != 1 || err != nil || wc[0].WRID != 9 {
@@ -83,7 +83,7 @@ func TestMapQPUnwinds(t *testing.T) {
 		rqMI: mmInfo{offset: 0, size: 384 + 8*64},
 		sqMI: mmInfo{offset: 4096, size: 4096}, // a zero header: not a ring
 	}
-	_, err := mapQP(fd, nil, &resp, true)
+	_, err := mapQP(fdMmap(fd), nil, &resp, true)
 	if !errors.Is(err, ErrBadRing) || !strings.Contains(err.Error(), "send queue") {
 		t.Fatalf("err = %v, want a bad send ring", err)
 	}

@@ -2,15 +2,16 @@ package rxe
 
 import (
 	"fmt"
+	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
-// Doorbell tells the kernel that a send queue has new WQEs: an empty
+// doorbell tells the kernel that a send queue has new WQEs: an empty
 // POST_SEND command (*uverbs.QP's PostSendDoorbell). Without it rdma_rxe
 // never looks at the send ring.
-type Doorbell interface {
+type doorbell interface {
 	PostSendDoorbell() error
 }
 
@@ -32,13 +33,13 @@ type QPLimits struct {
 // sendQueue is the producer side of a send ring.
 type sendQueue struct {
 	mu        sync.Mutex
-	ring      *Ring // nil once closed
+	ring      *ring.Ring // nil once closed
 	prod      uint32
 	ssn       uint32
 	maxWR     int
 	maxSGE    int
 	maxInline int
-	db        Doorbell
+	db        doorbell
 }
 
 // post writes the WQEs past the producer index, where the kernel does not
@@ -71,7 +72,7 @@ func (q *sendQueue) post(wrs []SendWR) error {
 		if err != nil {
 			return err
 		}
-		encodeSend(r.slot(idx), &wrs[i], n, q.ssn+uint32(i))
+		encodeSend(r.At(idx), &wrs[i], n, q.ssn+uint32(i))
 		idx = r.Next(idx)
 	}
 	q.prod = idx
@@ -126,7 +127,7 @@ func (q *sendQueue) check(wr *SendWR) (uint32, error) {
 // recvQueue is the producer side of a receive ring.
 type recvQueue struct {
 	mu     sync.Mutex
-	ring   *Ring // nil once closed
+	ring   *ring.Ring // nil once closed
 	prod   uint32
 	maxWR  int
 	maxSGE int
@@ -157,7 +158,7 @@ func (q *recvQueue) post(wrs []RecvWR) error {
 		if err != nil {
 			return err
 		}
-		encodeRecv(r.slot(idx), &wrs[i], n)
+		encodeRecv(r.At(idx), &wrs[i], n)
 		idx = r.Next(idx)
 	}
 	q.prod = idx
@@ -167,7 +168,7 @@ func (q *recvQueue) post(wrs []RecvWR) error {
 
 // newQueues sets up the send and receive queues of a QP over their rings,
 // clipping the limits to what a slot holds. rq is nil for a QP on an SRQ.
-func newQueues(sq, rq *Ring, lim QPLimits, db Doorbell) (*sendQueue, *recvQueue, error) {
+func newQueues(sq, rq *ring.Ring, lim QPLimits, db doorbell) (*sendQueue, *recvQueue, error) {
 	if sq == nil || db == nil {
 		return nil, nil, fmt.Errorf("rxe: a QP needs a send ring and a doorbell: %w", unix.EINVAL)
 	}
@@ -194,7 +195,7 @@ func newQueues(sq, rq *Ring, lim QPLimits, db Doorbell) (*sendQueue, *recvQueue,
 }
 
 // depth is the granted queue depth, at most what the ring holds.
-func depth(granted int, r *Ring) int {
+func depth(granted int, r *ring.Ring) int {
 	if granted <= 0 || granted > r.Capacity() {
 		return r.Capacity()
 	}
@@ -203,7 +204,7 @@ func depth(granted int, r *Ring) int {
 
 // room is how many more WQEs a producer at prod may write: what the ring
 // has free, within the granted depth.
-func room(r *Ring, prod uint32, depth int) int {
+func room(r *ring.Ring, prod uint32, depth int) int {
 	cons := r.Consumer()
 	return min(r.Room(prod, cons), depth-r.Count(prod, cons))
 }

@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"errors"
+	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -71,7 +72,7 @@ func TestPostSendOneDoorbellPerCall(t *testing.T) {
 		t.Fatalf("ring holds %d WQEs, want 11", r.Len())
 	}
 	for i := uint32(0); i < 11; i++ {
-		d, err := DecodeSendWQE(r.Slot(i))
+		d, err := decodeSendWQE(r.Slot(i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -239,7 +240,7 @@ func TestPostSendErrors(t *testing.T) {
 		if err := sq.post([]SendWR{good}); err != nil {
 			t.Fatalf("%s: post after failure: %v", c.name, err)
 		}
-		if d, _ := DecodeSendWQE(sq.ring.Slot(0)); d.SSN != 0 || d.WR.ID != 1 {
+		if d, _ := decodeSendWQE(sq.ring.Slot(0)); d.SSN != 0 || d.WR.ID != 1 {
 			t.Errorf("%s: WQE after failure: %+v", c.name, d)
 		}
 	}
@@ -303,7 +304,7 @@ func TestPostRecvErrorsAndFull(t *testing.T) {
 		t.Fatalf("err = %v, want ErrQueueFull", err)
 	}
 	for i := uint32(0); i < 3; i++ {
-		d, err := DecodeRecvWQE(rq.ring.Slot(i))
+		d, err := decodeRecvWQE(rq.ring.Slot(i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -327,7 +328,7 @@ func TestPostAfterClose(t *testing.T) {
 // kernelRequester plays rdma_rxe's requester and completer over a send ring:
 // it consumes every published WQE and completes it into cq. It stops after
 // total WQEs.
-func kernelRequester(sq, cq *Ring, total int, errc chan<- error) {
+func kernelRequester(sq, cq *ring.Ring, total int, errc chan<- error) {
 	var cons, prod uint32
 	for done := 0; done < total; {
 		p := sq.Producer()
@@ -335,7 +336,7 @@ func kernelRequester(sq, cq *Ring, total int, errc chan<- error) {
 			runtime.Gosched()
 			continue
 		}
-		d, err := DecodeSendWQE(sq.Slot(cons))
+		d, err := decodeSendWQE(sq.Slot(cons))
 		if err != nil {
 			errc <- err
 			return
@@ -344,7 +345,7 @@ func kernelRequester(sq, cq *Ring, total int, errc chan<- error) {
 			errc <- errors.New("requester read a wrong WQE")
 			return
 		}
-		EncodeWC(cq.Slot(prod), &WC{WRID: d.WR.ID, Opcode: WCSend, ByteLen: d.Length})
+		encodeWC(cq.Slot(prod), &WC{WRID: d.WR.ID, Opcode: WCSend, ByteLen: d.Length})
 		prod = cq.Next(prod)
 		cq.SetProducer(prod)
 		cons = sq.Next(cons)
@@ -431,7 +432,7 @@ func TestPostZeroAllocs(t *testing.T) {
 		sq.ring.SetConsumer(sq.prod)
 		rq.ring.SetConsumer(rq.prod)
 		p := cqr.Producer()
-		EncodeWC(cqr.Slot(p), &WC{WRID: 1})
+		encodeWC(cqr.Slot(p), &WC{WRID: 1})
 		cqr.SetProducer(cqr.Next(p))
 		if n, err := cq.poll(wc); n != 1 || err != nil {
 			t.Fatalf("poll: %d, %v", n, err)
@@ -485,7 +486,7 @@ func BenchmarkRingPoll(b *testing.B) {
 	var prod uint32
 	b.ReportAllocs()
 	for b.Loop() {
-		EncodeWC(r.Slot(prod), &WC{WRID: 1, ByteLen: 64})
+		encodeWC(r.Slot(prod), &WC{WRID: 1, ByteLen: 64})
 		prod = r.Next(prod)
 		r.SetProducer(prod)
 		if n, _ := c.poll(wc); n != 1 {

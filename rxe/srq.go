@@ -46,7 +46,7 @@ var ErrSRQAttached error = &postError{"rxe: the QP takes its receives from an SR
 // holds. PostRecv may be called from several goroutines.
 type SRQ struct {
 	rq   *recvQueue // rq.mu also guards mem and the ring's replacement by a resize
-	mem  *Mapping
+	mem  *mapping
 	vsrq *uverbs.SRQ
 }
 
@@ -62,7 +62,7 @@ func CreateSRQ(pd *uverbs.PD, attr uverbs.SRQInitAttr) (*SRQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	mem, r, err := mapRing(pd.Context().FD(), resp.mi)
+	mem, r, err := mapRing(pd.Context().Mmap, resp.mi)
 	if err == nil && r.ElemSize() < recvWQESize {
 		mem.Close()
 		err = fmt.Errorf("%w: SRQ slots of %d bytes, want at least %d", ErrBadRing, r.ElemSize(), recvWQESize)
@@ -125,7 +125,7 @@ func (s *SRQ) Modify(attr uverbs.SRQAttr, mask uverbs.SRQAttrMask) error {
 	if err != nil || mask&uverbs.SRQMaxWR == 0 {
 		return err
 	}
-	mem, r, err := mapRing(s.vsrq.PD().Context().FD(), *mi)
+	mem, r, err := mapRing(s.vsrq.PD().Context().Mmap, *mi)
 	if err == nil && r.ElemSize() < recvWQESize {
 		mem.Close()
 		err = fmt.Errorf("%w: SRQ slots of %d bytes", ErrBadRing, r.ElemSize())

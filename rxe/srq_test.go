@@ -36,14 +36,14 @@ func TestSRQPostRecv(t *testing.T) {
 	if got := r.Producer(); got != 2 {
 		t.Fatalf("producer %d after two requests", got)
 	}
-	w := (*recvWQE)(r.slot(0))
+	w := (*recvWQE)(r.At(0))
 	if w.wrID != 1 || w.dma.length != 128 || w.dma.resid != 128 || w.dma.numSGE != 2 {
 		t.Errorf("slot 0: %+v", *w)
 	}
-	if got := unsafe.Slice((*SGE)(unsafe.Add(r.slot(0), recvWQESize)), 2); got[1] != sges[1] {
+	if got := unsafe.Slice((*SGE)(unsafe.Add(r.At(0), recvWQESize)), 2); got[1] != sges[1] {
 		t.Errorf("slot 0 SGE 1 = %+v", got[1])
 	}
-	if w := (*recvWQE)(r.slot(1)); w.wrID != 2 || w.dma.numSGE != 1 || w.dma.length != 100 {
+	if w := (*recvWQE)(r.At(1)); w.wrID != 2 || w.dma.numSGE != 1 || w.dma.length != 100 {
 		t.Errorf("slot 1: %+v", *w)
 	}
 	// All or nothing: a bad request anywhere posts none.

@@ -157,31 +157,3 @@ func decodeWC(p unsafe.Pointer, w *WC) {
 		w.Imm = binary.BigEndian.Uint32(u.ex[:])
 	}
 }
-
-// EncodeWC writes w into slot (a [Ring.Slot] of a CQ) the way rdma_rxe's
-// completer and responder do. It plays the kernel's part for simulated
-// kernels and tests. It panics if the slot is smaller than struct
-// ib_uverbs_wc.
-func EncodeWC(slot []byte, w *WC) {
-	u := (*uverbsWC)(unsafe.Pointer(&slot[:wcSize][0]))
-	*u = uverbsWC{
-		wrID:         w.WRID,
-		status:       uint32(w.Status),
-		opcode:       uint32(w.Opcode),
-		vendorErr:    w.VendorErr,
-		byteLen:      w.ByteLen,
-		qpNum:        w.QPNum,
-		srcQP:        w.SrcQP,
-		wcFlags:      uint32(w.Flags),
-		pkeyIndex:    w.PKeyIndex,
-		slid:         w.SLID,
-		sl:           w.SL,
-		dlidPathBits: w.DLIDPathBits,
-		portNum:      w.PortNum,
-	}
-	if w.Flags&WCWithInvalidate != 0 {
-		binary.NativeEndian.PutUint32(u.ex[:], w.Imm)
-	} else {
-		binary.BigEndian.PutUint32(u.ex[:], w.Imm)
-	}
-}

@@ -3,6 +3,7 @@ package rxe
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -17,7 +18,7 @@ func ne64(b []byte, off int) uint64 { return binary.NativeEndian.Uint64(b[off:])
 
 // dirtySlot is a send slot full of 0xff, as a slot the kernel already used
 // might be.
-func dirtySlot(t *testing.T, r *Ring) []byte {
+func dirtySlot(t *testing.T, r *ring.Ring) []byte {
 	t.Helper()
 	s := r.Slot(0)
 	for i := range s {
@@ -38,7 +39,7 @@ func TestEncodeSendBytes(t *testing.T) {
 		RemoteAddr: 0xaabbccdd00,
 		RKey:       0x4321,
 	}
-	encodeSend(r.slot(0), &wr, 30, 7)
+	encodeSend(r.At(0), &wr, 30, 7)
 	for _, c := range []struct {
 		what      string
 		got, want uint64
@@ -82,7 +83,7 @@ func TestEncodeSendInlineBytes(t *testing.T) {
 	r := mustRing(t, 256, 1)
 	s := dirtySlot(t, r)
 	wr := SendWR{ID: 9, Opcode: OpSend, Flags: Inline, Inline: []byte("hello")}
-	encodeSend(r.slot(0), &wr, 5, 0)
+	encodeSend(r.At(0), &wr, 5, 0)
 	if got := ne32(s, 16); got != uint32(Inline) {
 		t.Errorf("send_flags = %#x, want IB_SEND_INLINE", got)
 	}
@@ -101,7 +102,7 @@ func TestEncodeRecvBytes(t *testing.T) {
 	r := mustRing(t, 128, 1)
 	s := dirtySlot(t, r)
 	wr := RecvWR{ID: 0xabc, SGEs: []SGE{{Addr: 0x5000, Length: 4096, LKey: 7}, {Addr: 0x9000, Length: 1, LKey: 8}}}
-	encodeRecv(r.slot(0), &wr, 4097)
+	encodeRecv(r.At(0), &wr, 4097)
 	for _, c := range []struct {
 		what      string
 		got, want uint64
@@ -139,12 +140,12 @@ func TestSendWQERoundTrip(t *testing.T) {
 		if wr.Flags&Inline == 0 {
 			n, _ = sgeTotal(wr.SGEs)
 		}
-		encodeSend(r.slot(0), &wr, n, uint32(wr.ID)*10)
-		got, err := DecodeSendWQE(r.Slot(0))
+		encodeSend(r.At(0), &wr, n, uint32(wr.ID)*10)
+		got, err := decodeSendWQE(r.Slot(0))
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := SendWQE{WR: wr, SSN: uint32(wr.ID) * 10, Length: n, Resid: n}
+		want := sendWQEView{WR: wr, SSN: uint32(wr.ID) * 10, Length: n, Resid: n}
 		if wr.Opcode.isRDMA() {
 			want.IOVA = wr.RemoteAddr
 		}
@@ -157,16 +158,16 @@ func TestSendWQERoundTrip(t *testing.T) {
 func TestDecodeRejectsOverrun(t *testing.T) {
 	r := mustRing(t, 256, 1)
 	wr := SendWR{Opcode: OpSend, SGEs: make([]SGE, 3)} // 208 + 48 = 256: fits
-	encodeSend(r.slot(0), &wr, 0, 0)
-	if _, err := DecodeSendWQE(r.Slot(0)); err != nil {
+	encodeSend(r.At(0), &wr, 0, 0)
+	if _, err := decodeSendWQE(r.Slot(0)); err != nil {
 		t.Fatalf("3 SGEs in a 256-byte slot: %v", err)
 	}
 	binary.NativeEndian.PutUint32(r.Slot(0)[196:], 4)
-	if _, err := DecodeSendWQE(r.Slot(0)); err == nil {
+	if _, err := decodeSendWQE(r.Slot(0)); err == nil {
 		t.Fatal("4 SGEs in a 256-byte slot decoded")
 	}
 	binary.NativeEndian.PutUint32(r.Slot(0)[28:], 3) // recv dma.num_sge
-	if _, err := DecodeRecvWQE(r.Slot(0)[:64]); err == nil {
+	if _, err := decodeRecvWQE(r.Slot(0)[:64]); err == nil {
 		t.Fatal("3 receive SGEs in a 64-byte slot decoded")
 	}
 }
@@ -178,15 +179,15 @@ func TestWCRoundTrip(t *testing.T) {
 		{WRID: 2, Status: WCLocProtErr, Opcode: WCSend, VendorErr: 0x99},
 		{WRID: 3, Opcode: WCRecv, Imm: 0x1234, Flags: WCWithInvalidate},
 	} {
-		EncodeWC(r.Slot(0), &w)
+		encodeWC(r.Slot(0), &w)
 		var got WC
-		decodeWC(r.slot(0), &got)
+		decodeWC(r.At(0), &got)
 		if got != w {
 			t.Errorf("round trip: got %+v, want %+v", got, w)
 		}
 	}
 	// Golden bytes for the fields whose byte order matters.
-	EncodeWC(r.Slot(0), &WC{WRID: 5, Status: WCWRFlushErr, Opcode: WCRecvRDMAWithImm, Imm: 0x01020304, Flags: WCWithImm, QPNum: 0x11})
+	encodeWC(r.Slot(0), &WC{WRID: 5, Status: WCWRFlushErr, Opcode: WCRecvRDMAWithImm, Imm: 0x01020304, Flags: WCWithImm, QPNum: 0x11})
 	s := r.Slot(0)
 	if ne64(s, 0) != 5 || ne32(s, 8) != 5 || ne32(s, 12) != 129 || ne32(s, 28) != 0x11 || ne32(s, 36) != 2 {
 		t.Errorf("ib_uverbs_wc bytes % x", s[:48])

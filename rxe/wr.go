@@ -3,6 +3,7 @@ package rxe
 import (
 	"errors"
 	"fmt"
+	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"github.com/pureverbs/pureverbs/uverbs"
 	"strconv"
 
@@ -175,3 +176,8 @@ func sgeTotal(sges []SGE) (uint32, error) {
 
 // wrapErr names a verb in an error from a non-hot path.
 func wrapErr(verb string, err error) error { return fmt.Errorf("rxe: %s: %w", verb, err) }
+
+// ErrBadRing reports a ring header, written by the kernel, that does not
+// describe the memory it sits in (a slot size or count that is not a power
+// of two, or slots that run past the end of the mapping).
+var ErrBadRing = ring.ErrBad

@@ -132,7 +132,7 @@ var errNoAsyncEvent = &Error{Verb: "read_async_event", Errno: unix.EAGAIN}
 // queued it returns an error wrapping unix.EAGAIN. It allocates nothing.
 func (c *Context) ReadAsyncEvent() (AsyncEvent, error) {
 	var d asyncEventDesc
-	errno := readEvent(c.asyncFD, unsafe.Pointer(&d), unsafe.Sizeof(d))
+	errno := readEvent(c.asyncFD.int(), unsafe.Pointer(&d), unsafe.Sizeof(d))
 	runtime.KeepAlive(c) // its cleanup closes the async fd
 	switch errno {
 	case 0:
@@ -181,7 +181,7 @@ func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 		if err := ctx.Err(); err != nil {
 			return AsyncEvent{}, err
 		}
-		fds := []unix.PollFd{{Fd: int32(c.asyncFD), Events: unix.POLLIN}, {Fd: int32(cancelFD), Events: unix.POLLIN}}
+		fds := []unix.PollFd{{Fd: int32(c.asyncFD.int()), Events: unix.POLLIN}, {Fd: int32(cancelFD), Events: unix.POLLIN}}
 		if _, err := unix.Ppoll(fds, nil, nil); err != nil && err != unix.EINTR {
 			return AsyncEvent{}, fmt.Errorf("uverbs: wait_async_event: poll: %w", err)
 		}

@@ -23,7 +23,7 @@ func writeAsync(t *testing.T, w int, typ AsyncEventType, element uint64) {
 // the port for port events.
 func TestAsyncEventResolvesObjects(t *testing.T) {
 	r, w := nonblockingPipe(t)
-	c := &Context{asyncFD: r}
+	c := &Context{asyncFD: &fileDesc{raw: r}}
 	cq, qp, srq := &CQ{}, &QP{}, &SRQ{}
 	hq := c.events.handle(0)
 	if hq&autoHandle == 0 || c.events.handle(0) == hq || c.events.handle(7) != 7 {
@@ -72,7 +72,7 @@ func TestAsyncEventResolvesObjects(t *testing.T) {
 // with the context's error when it is cancelled.
 func TestWaitAsyncEvent(t *testing.T) {
 	r, w := nonblockingPipe(t)
-	c := &Context{asyncFD: r}
+	c := &Context{asyncFD: &fileDesc{raw: r}}
 	writeAsync(t, w, EventPortActive, 1)
 	if ev, err := c.WaitAsyncEvent(context.Background()); err != nil || ev.Type != EventPortActive {
 		t.Fatalf("queued: %+v, %v", ev, err)

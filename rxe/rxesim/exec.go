@@ -9,10 +9,10 @@ import "github.com/pureverbs/pureverbs/rxe"
 // caller holds d.mu.
 func (q *QP) runSend() {
 	for q.sqCons != q.sq.Producer() && q.sendCQ.room() > 0 {
-		wqe, err := rxe.DecodeSendWQE(q.sq.Slot(q.sqCons))
+		wqe, ok := readSend(q.sq.Slot(q.sqCons))
 		status := rxe.WCLocQPOpErr
 		switch {
-		case err != nil:
+		case !ok:
 		case q.broken:
 			status = rxe.WCWRFlushErr
 		default:
@@ -21,12 +21,12 @@ func (q *QP) runSend() {
 				return
 			}
 		}
-		if status != rxe.WCSuccess || q.sigAll || wqe.WR.Flags&rxe.Signaled != 0 {
+		if status != rxe.WCSuccess || q.sigAll || wqe.flags&rxe.Signaled != 0 {
 			q.sendCQ.push(&rxe.WC{
-				WRID:    wqe.WR.ID,
+				WRID:    wqe.id,
 				Status:  status,
-				Opcode:  sendWCOpcode(wqe.WR.Opcode),
-				ByteLen: wqe.Length,
+				Opcode:  sendWCOpcode(wqe.opcode),
+				ByteLen: wqe.length,
 				QPNum:   q.num,
 			})
 		}
@@ -42,8 +42,8 @@ func (q *QP) runSend() {
 // flushRecv completes every posted receive with WR_FLUSH_ERR.
 func (q *QP) flushRecv() {
 	for q.rqCons != q.rq.Producer() && q.recvCQ.room() > 0 {
-		wqe, _ := rxe.DecodeRecvWQE(q.rq.Slot(q.rqCons))
-		q.recvCQ.push(&rxe.WC{WRID: wqe.WR.ID, Status: rxe.WCWRFlushErr, Opcode: rxe.WCRecv, QPNum: q.num})
+		wqe, _ := readRecv(q.rq.Slot(q.rqCons))
+		q.recvCQ.push(&rxe.WC{WRID: wqe.id, Status: rxe.WCWRFlushErr, Opcode: rxe.WCRecv, QPNum: q.num})
 		q.rqCons = q.rq.Next(q.rqCons)
 		q.rq.SetConsumer(q.rqCons)
 	}
@@ -61,30 +61,30 @@ func sendWCOpcode(op rxe.Opcode) rxe.WCOpcode {
 
 // execute runs one send WQE against the peer and returns the sender's
 // status, or stall when it must wait for a receive or CQ room.
-func (q *QP) execute(wqe *rxe.SendWQE) (status rxe.WCStatus, stall bool) {
-	d, p, wr := q.dev, q.peer, &wqe.WR
+func (q *QP) execute(wr *sendWQE) (status rxe.WCStatus, stall bool) {
+	d, p := q.dev, q.peer
 	if p == nil || p.broken {
 		return rxe.WCRetryExcErr, false // nobody answers
 	}
-	local := cursor{d: d, sges: wr.SGEs}
-	if wr.Flags&rxe.Inline != 0 {
-		local = cursor{d: d, flat: wr.Inline, isFlat: true}
-	} else if !d.valid(wr.SGEs) {
+	local := cursor{d: d, sges: wr.sges}
+	if wr.flags&rxe.Inline != 0 {
+		local = cursor{d: d, flat: wr.inline, isFlat: true}
+	} else if !d.valid(wr.sges) {
 		return rxe.WCLocProtErr, false
 	}
 	var remote cursor
-	if wr.Opcode != rxe.OpSend && wr.Opcode != rxe.OpSendWithImm {
-		b, ok := d.span(wr.RemoteAddr, wqe.Length, wr.RKey)
+	if wr.opcode != rxe.OpSend && wr.opcode != rxe.OpSendWithImm {
+		b, ok := d.span(wr.remoteAddr, wr.length, wr.rkey)
 		if !ok {
 			return rxe.WCRemAccessErr, false
 		}
 		remote = cursor{d: d, flat: b, isFlat: true}
 	}
-	if wr.Opcode == rxe.OpRDMARead {
+	if wr.opcode == rxe.OpRDMARead {
 		transfer(&local, &remote)
 		return rxe.WCSuccess, false
 	}
-	if wr.Opcode == rxe.OpRDMAWrite {
+	if wr.opcode == rxe.OpRDMAWrite {
 		transfer(&remote, &local)
 		return rxe.WCSuccess, false
 	}
@@ -92,21 +92,21 @@ func (q *QP) execute(wqe *rxe.SendWQE) (status rxe.WCStatus, stall bool) {
 	if p.rqCons == p.rq.Producer() || p.recvCQ.room() == 0 {
 		return 0, true
 	}
-	recv, err := rxe.DecodeRecvWQE(p.rq.Slot(p.rqCons))
-	wc := rxe.WC{WRID: recv.WR.ID, Opcode: rxe.WCRecv, ByteLen: wqe.Length, QPNum: p.num, SrcQP: q.num}
-	if wr.Opcode == rxe.OpSendWithImm || wr.Opcode == rxe.OpRDMAWriteWithImm {
-		wc.Imm, wc.Flags = wr.Imm, rxe.WCWithImm
+	recv, ok := readRecv(p.rq.Slot(p.rqCons))
+	wc := rxe.WC{WRID: recv.id, Opcode: rxe.WCRecv, ByteLen: wr.length, QPNum: p.num, SrcQP: q.num}
+	if wr.opcode == rxe.OpSendWithImm || wr.opcode == rxe.OpRDMAWriteWithImm {
+		wc.Imm, wc.Flags = wr.imm, rxe.WCWithImm
 	}
 	switch {
-	case err != nil || !d.valid(recv.WR.SGEs):
+	case !ok || !d.valid(recv.sges):
 		wc.Status, status = rxe.WCLocProtErr, rxe.WCRemOpErr
-	case wr.Opcode == rxe.OpRDMAWriteWithImm:
+	case wr.opcode == rxe.OpRDMAWriteWithImm:
 		wc.Opcode = rxe.WCRecvRDMAWithImm
 		transfer(&remote, &local)
-	case wqe.Length > recv.Length:
+	case wr.length > recv.length:
 		wc.Status, status = rxe.WCLocLenErr, rxe.WCRemInvReqErr
 	default:
-		dst := cursor{d: d, sges: recv.WR.SGEs}
+		dst := cursor{d: d, sges: recv.sges}
 		transfer(&dst, &local)
 	}
 	p.recvCQ.push(&wc)

@@ -23,6 +23,8 @@ import (
 	"unsafe"
 
 	"github.com/pureverbs/pureverbs/rxe"
+	"github.com/pureverbs/pureverbs/rxe/internal/ring"
+	"github.com/pureverbs/pureverbs/rxe/internal/sim"
 )
 
 // Device is a simulated rxe device. Its methods may be called from several
@@ -65,7 +67,8 @@ func Addr(buf []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.Slice
 
 // CQ is the kernel side of a simulated completion queue.
 type CQ struct {
-	ring *rxe.Ring
+	dev  *Device
+	ring *ring.Ring
 	prod uint32
 	// User is the user side to poll.
 	User *rxe.CQ
@@ -74,23 +77,33 @@ type CQ struct {
 // NewCQ creates a CQ holding at least cqe completions, in slots as large as
 // 6.1's rxe makes them (struct rxe_cqe rounded up to 64 bytes).
 func (d *Device) NewCQ(cqe int) (*CQ, error) {
-	r, err := rxe.AllocRing(64, cqe)
+	r, err := ring.Alloc(64, cqe)
 	if err != nil {
 		return nil, err
 	}
-	u, err := rxe.NewCQFromRing(r)
+	u, err := sim.NewCQ(r)
 	if err != nil {
 		return nil, err
 	}
-	return &CQ{ring: r, User: u}, nil
+	return &CQ{dev: d, ring: r, User: u.(*rxe.CQ)}, nil
 }
 
-// push produces one completion, reporting false if the CQ is full.
+// Complete produces one completion, as the kernel's completer would, and
+// reports false if the CQ is full. Completions of executed work are produced
+// by the device itself; Complete is for completions a test makes up.
+func (c *CQ) Complete(wc *rxe.WC) bool {
+	c.dev.mu.Lock()
+	defer c.dev.mu.Unlock()
+	return c.push(wc)
+}
+
+// push produces one completion, reporting false if the CQ is full. The
+// caller holds the device's lock.
 func (c *CQ) push(wc *rxe.WC) bool {
 	if c.ring.Room(c.prod, c.ring.Consumer()) == 0 {
 		return false
 	}
-	rxe.EncodeWC(c.ring.Slot(c.prod), wc)
+	writeWC(c.ring.Slot(c.prod), wc)
 	c.prod = c.ring.Next(c.prod)
 	c.ring.SetProducer(c.prod) // after the slot is written
 	return true
@@ -105,16 +118,20 @@ type QPConfig struct {
 	// least MaxSendWR and MaxRecvWR slots (at least one each).
 	Limits rxe.QPLimits
 	SigAll bool
+	// Sink makes the doorbell take every posted send without executing or
+	// completing it, so that a benchmark times the post path alone.
+	Sink bool
 }
 
 // QP is the kernel side of a simulated RC queue pair.
 type QP struct {
 	dev            *Device
 	num            uint32
-	sq, rq         *rxe.Ring
+	sq, rq         *ring.Ring
 	sqCons, rqCons uint32
 	sendCQ, recvCQ *CQ
 	sigAll         bool
+	sink           bool
 	peer           *QP
 	broken         bool // in the error state: work is flushed
 	doorbells      atomic.Int64
@@ -128,18 +145,20 @@ func (d *Device) NewQP(sendCQ, recvCQ *CQ, cfg QPConfig) (*QP, error) {
 	lim := cfg.Limits
 	sendRoom := max(lim.MaxSendSGE*int(unsafe.Sizeof(rxe.SGE{})), lim.MaxInline, 16)
 	recvRoom := max(lim.MaxRecvSGE, 1) * int(unsafe.Sizeof(rxe.SGE{}))
-	sq, err := rxe.AllocRing(sendWQEHeader+sendRoom, max(lim.MaxSendWR, 1))
+	sq, err := ring.Alloc(sendWQEHeader+sendRoom, max(lim.MaxSendWR, 1))
 	if err != nil {
 		return nil, err
 	}
-	rq, err := rxe.AllocRing(recvWQEHeader+recvRoom, max(lim.MaxRecvWR, 1))
+	rq, err := ring.Alloc(recvWQEHeader+recvRoom, max(lim.MaxRecvWR, 1))
 	if err != nil {
 		return nil, err
 	}
-	q := &QP{dev: d, sq: sq, rq: rq, sendCQ: sendCQ, recvCQ: recvCQ, sigAll: cfg.SigAll}
-	if q.User, err = rxe.NewQPFromRings(sq, rq, lim, q); err != nil {
+	q := &QP{dev: d, sq: sq, rq: rq, sendCQ: sendCQ, recvCQ: recvCQ, sigAll: cfg.SigAll, sink: cfg.Sink}
+	u, err := sim.NewQP(sq, rq, sim.Limits(lim), q.doorbell)
+	if err != nil {
 		return nil, err
 	}
+	q.User = u.(*rxe.QP)
 	// Only a QP that works joins the device, so that Process never runs a
 	// half-made one.
 	d.mu.Lock()
@@ -149,12 +168,6 @@ func (d *Device) NewQP(sendCQ, recvCQ *CQ, cfg QPConfig) (*QP, error) {
 	d.mu.Unlock()
 	return q, nil
 }
-
-// Sizes of struct rxe_send_wqe and struct rxe_recv_wqe before their SGEs.
-const (
-	sendWQEHeader = 208
-	recvWQEHeader = 40
-)
 
 // Num is the QP number.
 func (q *QP) Num() uint32 { return q.num }
@@ -169,9 +182,14 @@ func Connect(a, b *QP) {
 // Doorbells is how many doorbells the user side rang.
 func (q *QP) Doorbells() int64 { return q.doorbells.Load() }
 
-// PostSendDoorbell is the doorbell: it runs the send queue at once.
-func (q *QP) PostSendDoorbell() error {
+// doorbell is what the user side rings after posting: it runs the send
+// queue at once (or, for a sink, takes the WQEs unread).
+func (q *QP) doorbell() error {
 	q.doorbells.Add(1)
+	if q.sink {
+		q.sq.SetConsumer(q.sq.Producer())
+		return nil
+	}
 	q.dev.mu.Lock()
 	q.runSend()
 	q.dev.mu.Unlock()

@@ -1,4 +1,8 @@
-package rxe
+// Package ring is the user side's view of an rdma_rxe queue buffer (struct
+// rxe_queue_buf): geometry, indices and slots, shared by package rxe, which
+// maps the kernel's buffers, and its simulator rxesim, which plays the
+// kernel's side in ordinary memory.
+package ring
 
 import (
 	"errors"
@@ -8,10 +12,10 @@ import (
 	"unsafe"
 )
 
-// ErrBadRing reports a ring header that does not describe the memory it sits
+// ErrBad reports a ring header that does not describe the memory it sits
 // in (a slot size or slot count that is not a power of two, or slots that run
 // past the end of the mapping).
-var ErrBadRing = errors.New("rxe: bad ring header")
+var ErrBad = errors.New("rxe: bad ring header")
 
 // Ring is a view of one struct rxe_queue_buf: a header holding the slot size
 // and index mask, a producer index, a consumer index, and a power-of-two
@@ -26,63 +30,63 @@ var ErrBadRing = errors.New("rxe: bad ring header")
 // smp_load_acquire/smp_store_release in the kernel's rxe_queue.h.
 //
 // A Ring does no locking: callers serialise the producer side and the
-// consumer side themselves (the queues in this package do).
+// consumer side themselves (the queues in package rxe do).
 type Ring struct {
-	mem   []byte    // the whole queue buffer; keeps it reachable
-	hdr   *queueBuf // == &mem[0]
+	mem   []byte  // the whole queue buffer; keeps it reachable
+	hdr   *header // == &mem[0]
 	data  unsafe.Pointer
 	mask  uint32
 	shift uint32
 }
 
-// NewRing attaches to the queue buffer in mem (usually a [Mapping]'s bytes),
+// New attaches to the queue buffer in mem (usually a mapping of the uverbs fd),
 // reading the geometry from its header as librxe does; the kernel has
 // already initialised it. mem must stay valid for the life of the Ring.
-func NewRing(mem []byte) (*Ring, error) {
-	if len(mem) < ringHeaderSize {
-		return nil, fmt.Errorf("%w: %d bytes, want at least %d", ErrBadRing, len(mem), ringHeaderSize)
+func New(mem []byte) (*Ring, error) {
+	if len(mem) < HeaderSize {
+		return nil, fmt.Errorf("%w: %d bytes, want at least %d", ErrBad, len(mem), HeaderSize)
 	}
 	base := unsafe.Pointer(&mem[0])
 	if uintptr(base)%8 != 0 {
-		return nil, fmt.Errorf("%w: buffer not 8-byte aligned", ErrBadRing)
+		return nil, fmt.Errorf("%w: buffer not 8-byte aligned", ErrBad)
 	}
-	hdr := (*queueBuf)(base)
+	hdr := (*header)(base)
 	shift := atomic.LoadUint32(&hdr.log2ElemSize)
 	mask := atomic.LoadUint32(&hdr.indexMask)
 	slots := uint64(mask) + 1
 	if shift < 3 || shift > 16 || slots&(slots-1) != 0 || slots > 1<<24 {
-		return nil, fmt.Errorf("%w: log2_elem_size %d, index_mask %#x", ErrBadRing, shift, mask)
+		return nil, fmt.Errorf("%w: log2_elem_size %d, index_mask %#x", ErrBad, shift, mask)
 	}
-	if need := uint64(ringHeaderSize) + slots<<shift; need > uint64(len(mem)) {
+	if need := uint64(HeaderSize) + slots<<shift; need > uint64(len(mem)) {
 		return nil, fmt.Errorf("%w: %d slots of %d bytes need %d bytes, have %d",
-			ErrBadRing, slots, 1<<shift, need, len(mem))
+			ErrBad, slots, 1<<shift, need, len(mem))
 	}
 	return &Ring{
 		mem:   mem,
 		hdr:   hdr,
-		data:  unsafe.Add(base, ringHeaderSize),
+		data:  unsafe.Add(base, HeaderSize),
 		mask:  mask,
 		shift: shift,
 	}, nil
 }
 
-// AllocRing makes a ring in ordinary memory and initialises its header the
+// Alloc makes a ring in ordinary memory and initialises its header the
 // way the kernel's rxe_queue_init does: elemSize is rounded up to a power of
 // two and the slot count to a power of two holding at least elems+1 slots.
 // It plays the kernel's part for simulations and tests.
-func AllocRing(elemSize, elems int) (*Ring, error) {
+func Alloc(elemSize, elems int) (*Ring, error) {
 	if elemSize < 8 || elemSize > 1<<16 || elems < 1 || elems >= 1<<23 {
-		return nil, fmt.Errorf("%w: %d elements of %d bytes", ErrBadRing, elems, elemSize)
+		return nil, fmt.Errorf("%w: %d elements of %d bytes", ErrBad, elems, elemSize)
 	}
 	shift := uint32(bits.Len(uint(elemSize - 1)))
 	slots := 1 << bits.Len(uint(elems)) // smallest power of two > elems
-	size := ringHeaderSize + slots<<shift
+	size := HeaderSize + slots<<shift
 	words := make([]uint64, (size+7)/8) // 8-byte aligned backing store
 	mem := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), size)
-	hdr := (*queueBuf)(unsafe.Pointer(&mem[0]))
+	hdr := (*header)(unsafe.Pointer(&mem[0]))
 	hdr.log2ElemSize = shift
 	hdr.indexMask = uint32(slots - 1)
-	return NewRing(mem)
+	return New(mem)
 }
 
 // ElemSize is the size of one slot in bytes (1 << log2_elem_size).
@@ -131,10 +135,27 @@ func (r *Ring) Full() bool { return r.Next(r.Producer()) == r.Consumer() }
 // Slot returns the bytes of the slot at index (masked). The slice aliases the
 // ring; it is valid as long as the ring's memory is.
 func (r *Ring) Slot(index uint32) []byte {
-	return unsafe.Slice((*byte)(r.slot(index)), 1<<r.shift)
+	return unsafe.Slice((*byte)(r.At(index)), 1<<r.shift)
 }
 
-// slot is the address of the slot at index: data + ((index & mask) << shift).
-func (r *Ring) slot(index uint32) unsafe.Pointer {
+// At is the address of the slot at index: data + ((index & mask) << shift).
+// The encoders in package rxe write WQEs and read completions through it.
+func (r *Ring) At(index uint32) unsafe.Pointer {
 	return unsafe.Add(r.data, uintptr(index&r.mask)<<r.shift)
 }
+
+// header is struct rxe_queue_buf without its flexible data[]. The producer
+// and consumer indices sit in separate cache lines; the slots start right
+// after the header.
+type header struct {
+	log2ElemSize  uint32
+	indexMask     uint32
+	_             [30]uint32
+	producerIndex uint32
+	_             [31]uint32
+	consumerIndex uint32
+	_             [31]uint32
+}
+
+// HeaderSize is sizeof(struct rxe_queue_buf), the offset of data[].
+const HeaderSize = int(unsafe.Sizeof(header{}))
