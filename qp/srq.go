@@ -37,7 +37,7 @@ func NewSRQ(pd *uverbs.PD, attr SRQAttr) (*SRQ, error) {
 }
 
 // Num is the SRQ number the kernel assigned.
-func (s *SRQ) Num() uint32 { return s.core.Verbs().Num() }
+func (s *SRQ) Num() uint32 { return s.core.Num() }
 
 // Cap returns how many requests the SRQ takes (its depth, which a resize
 // changes) and how many SGEs each may have.

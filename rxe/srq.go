@@ -48,6 +48,7 @@ type SRQ struct {
 	rq   *recvQueue // rq.mu also guards mem and the ring's replacement by a resize
 	mem  *mapping
 	vsrq *uverbs.SRQ
+	num  uint32 // srq_num from the driver's response
 }
 
 // CreateSRQ creates a shared receive queue on an rxe device and maps its
@@ -78,6 +79,7 @@ func CreateSRQ(pd *uverbs.PD, attr uverbs.SRQInitAttr) (*SRQ, error) {
 		rq:   &recvQueue{ring: r, prod: r.Producer(), maxWR: depth(int(a.MaxWR), r), maxSGE: min(int(a.MaxSGE), (r.ElemSize()-recvWQESize)/sgeSize)},
 		mem:  mem,
 		vsrq: vsrq,
+		num:  resp.srqNum,
 	}
 	vsrq.OnContextClose(func() { s.release() })
 	return s, nil
@@ -99,6 +101,10 @@ func (s *SRQ) Limits() (maxWR, maxSGE int) {
 	defer s.rq.mu.Unlock()
 	return s.rq.maxWR, s.rq.maxSGE
 }
+
+// Num returns the SRQ number rdma_rxe assigned (the core response carries
+// one only for XRC SRQs).
+func (s *SRQ) Num() uint32 { return s.num }
 
 // Verbs returns the kernel SRQ (for Query, its number, creating QPs on it).
 func (s *SRQ) Verbs() *uverbs.SRQ { return s.vsrq }

@@ -116,7 +116,7 @@ func (e AsyncEvent) String() string {
 		}
 	case KindSRQ:
 		if e.SRQ != nil {
-			return fmt.Sprintf("%v on SRQ %#x", e.Type, e.SRQ.Num())
+			return fmt.Sprintf("%v on SRQ handle %d", e.Type, e.SRQ.Handle())
 		}
 	case KindPort, KindDevice:
 		return fmt.Sprintf("%v on port %d", e.Type, e.Port)

@@ -125,6 +125,8 @@ const (
 	ioctlCreateQP
 	ioctlQueryGIDTable
 	ioctlQueryGIDEntry
+	ioctlCreateSRQ
+	ioctlDestroySRQ
 )
 
 // tryIoctl sends the ioctl build makes for method m, as libibverbs 44 does,

@@ -3,6 +3,7 @@ package uverbs
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -62,21 +63,10 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr, driverOut []byte) (*SRQ, error) {
 	}
 	c := pd.ctx
 	uh := c.events.handle(attr.UserHandle)
-	var resp respFrame[createSRQResp]
-	var f writeFrame[createSRQCmd]
-	f.req = createSRQCmd{
-		Response:   resp.ptr(),
-		UserHandle: uh,
-		PDHandle:   pd.handle,
-		MaxWR:      attr.Attr.MaxWR,
-		MaxSGE:     attr.Attr.MaxSGE,
-		SRQLimit:   attr.Attr.Limit,
-	}
-	if err := execWrite(c, verb, cmdCreateSRQ, &f, &resp, nil, len(driverOut)); err != nil {
+	r, err := c.createSRQ(pd.handle, uh, attr.Attr, driverOut)
+	if err != nil {
 		return nil, err
 	}
-	copy(driverOut, resp.drv[:])
-	r := &resp.resp
 	s := &SRQ{
 		pd:         pd,
 		handle:     r.SRQHandle,
@@ -89,13 +79,77 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr, driverOut []byte) (*SRQ, error) {
 	return s, nil
 }
 
+// createSRQ sends UVERBS_METHOD_SRQ_CREATE, as libibverbs 44 does, and the
+// write() command only when the kernel lacks the method.
+func (c *Context) createSRQ(pdHandle uint32, userHandle uint64, a SRQAttr, driverOut []byte) (createSRQResp, error) {
+	const verb = "create_srq"
+	var (
+		r      createSRQResp
+		handle *ioctlAttr
+	)
+	if done, err := c.tryIoctl(ioctlCreateSRQ, verb, func(driverID uint32) *ioctlBuf {
+		var b *ioctlBuf
+		b, handle = createSRQIoctl(driverID, pdHandle, userHandle, a, c.asyncFD.int(), &r, driverOut)
+		return b
+	}); done {
+		if err != nil {
+			return createSRQResp{}, err
+		}
+		r.SRQHandle = uint32(handle.Data)
+		return r, nil
+	}
+	var resp respFrame[createSRQResp]
+	var f writeFrame[createSRQCmd]
+	f.req = createSRQCmd{
+		Response:   resp.ptr(),
+		UserHandle: userHandle,
+		PDHandle:   pdHandle,
+		MaxWR:      a.MaxWR,
+		MaxSGE:     a.MaxSGE,
+		SRQLimit:   a.Limit,
+	}
+	if err := execWrite(c, verb, cmdCreateSRQ, &f, &resp, nil, len(driverOut)); err != nil {
+		return createSRQResp{}, err
+	}
+	copy(driverOut, resp.drv[:])
+	return resp.resp, nil
+}
+
+// createSRQIoctl builds UVERBS_METHOD_SRQ_CREATE for a basic SRQ: the new
+// handle (returned, for the kernel's answer in its Data), the PD, the type,
+// the user handle, the sizes and limit asked, the async event fd when there
+// is one, the sizes granted and the SRQ number (into r), then the driver's
+// response as UVERBS_ATTR_UHW_OUT.
+func createSRQIoctl(driverID, pdHandle uint32, userHandle uint64, a SRQAttr, asyncFD int, r *createSRQResp, driverOut []byte) (*ioctlBuf, *ioctlAttr) {
+	b := newIoctl(objectSRQ, methodSRQCreate, driverID)
+	handle := b.objIn(attrCreateSRQHandle, 0)
+	b.objIn(attrCreateSRQPDHandle, pdHandle)
+	b.constIn(attrCreateSRQType, srqTypeBasic)
+	b.u64In(attrCreateSRQUserHandle, userHandle)
+	b.u32In(attrCreateSRQMaxWR, a.MaxWR)
+	b.u32In(attrCreateSRQMaxSGE, a.MaxSGE)
+	b.u32In(attrCreateSRQLimit, a.Limit)
+	if asyncFD >= 0 {
+		b.fdIn(attrCreateSRQEventFD, asyncFD)
+	}
+	b.ptrOut(attrCreateSRQRespMaxWR, unsafe.Pointer(&r.MaxWR), 4)
+	b.ptrOut(attrCreateSRQRespMaxSGE, unsafe.Pointer(&r.MaxSGE), 4)
+	b.ptrOut(attrCreateSRQRespSRQNum, unsafe.Pointer(&r.SRQN), 4)
+	if len(driverOut) > 0 {
+		b.ptrOut(attrUHWOut, unsafe.Pointer(&driverOut[0]), len(driverOut))
+	}
+	return b, handle
+}
+
 // PD returns the protection domain of the SRQ.
 func (s *SRQ) PD() *PD { return s.pd }
 
 // Handle returns the kernel handle of the SRQ.
 func (s *SRQ) Handle() uint32 { return s.handle }
 
-// Num returns the SRQ number the kernel assigned.
+// Num returns the SRQ number the kernel's core response carried: it does
+// so only for XRC SRQs, so for a basic SRQ this is 0 and the driver's own
+// response has the number (rxe.SRQ.Num).
 func (s *SRQ) Num() uint32 { return s.num }
 
 // UserHandle returns the handle async events of the SRQ carry.
@@ -149,17 +203,36 @@ func (s *SRQ) Destroy() (events uint32, err error) {
 	err = s.close.do(func() error {
 		c := s.pd.ctx
 		if !c.released() {
-			var resp respFrame[destroySRQResp]
-			var f writeFrame[destroySRQCmd]
-			f.req = destroySRQCmd{Response: resp.ptr(), SRQHandle: s.handle}
-			if err := execWrite(c, "destroy_srq", cmdDestroySRQ, &f, &resp, nil, 0); err != nil {
+			r, err := s.destroy()
+			if err != nil {
 				return err
 			}
-			events = resp.resp.EventsReported
+			events = r.EventsReported
 		}
 		c.events.removeSRQ(s.userHandle, s)
 		c.kids.remove(s.kid)
 		return nil
 	})
 	return events, err
+}
+
+// destroy sends UVERBS_METHOD_SRQ_DESTROY, as libibverbs 44 does, and the
+// write() command only when the kernel lacks the method.
+func (s *SRQ) destroy() (destroySRQResp, error) {
+	const verb = "destroy_srq"
+	c := s.pd.ctx
+	var r destroySRQResp
+	if done, err := c.tryIoctl(ioctlDestroySRQ, verb, func(driverID uint32) *ioctlBuf {
+		b := newIoctl(objectSRQ, methodSRQDestroy, driverID)
+		b.objIn(attrDestroySRQHandle, s.handle)
+		b.ptrOut(attrDestroySRQResp, unsafe.Pointer(&r), int(unsafe.Sizeof(r)))
+		return b
+	}); done {
+		return r, err
+	}
+	var resp respFrame[destroySRQResp]
+	var f writeFrame[destroySRQCmd]
+	f.req = destroySRQCmd{Response: resp.ptr(), SRQHandle: s.handle}
+	err := execWrite(c, verb, cmdDestroySRQ, &f, &resp, nil, 0)
+	return resp.resp, err
 }
