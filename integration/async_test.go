@@ -81,7 +81,7 @@ func TestAsyncSQDrained(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev, err := waitEvent(t, a.ctx, 10*time.Second)
-	if err != nil || ev.Type != uverbs.EventSQDrained || ev.QP == nil || ev.QP.Num() != a.qp.Num() {
+	if err != nil || ev.Type != uverbs.EventSQDrained || ev.QP != a.qp.Verbs() || ev.QP.Num() != a.qp.Num() {
 		t.Fatalf("after SQD: %v, %v; want SQ drained on QP %#x", ev, err, a.qp.Num())
 	}
 	t.Logf("%v", ev)
@@ -100,7 +100,7 @@ func TestAsyncLastWQEReached(t *testing.T) {
 	ev, err := waitEvent(t, r.rx.ctx, 3*time.Second)
 	switch {
 	case kernelAtLeast(t, 6, 12):
-		if err != nil || ev.Type != uverbs.EventQPLastWQEReached || ev.QP == nil || ev.QP.Num() != r.rxQPs[1].Num() {
+		if err != nil || ev.Type != uverbs.EventQPLastWQEReached || ev.QP != r.rxQPs[1].Verbs() {
 			t.Fatalf("QP on SRQ to ERR: %v, %v; want last WQE reached on QP %#x", ev, err, r.rxQPs[1].Num())
 		}
 		t.Logf("%v", ev)

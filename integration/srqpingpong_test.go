@@ -67,8 +67,12 @@ func TestSRQPingpong(t *testing.T) {
 		{server: "srq-pingpong", client: "ibv_srq_pingpong", qps: 3, size: 4096, iters: 150, rx: 16, port: 18622, serverEvents: true, clientEvents: true},
 		{server: "ibv_srq_pingpong", client: "srq-pingpong", qps: 16, size: 1024, iters: 500, rx: 100, port: 18623, clientEvents: true},
 		{server: "srq-pingpong", client: "srq-pingpong", qps: 4, size: 3000, iters: 200, rx: 32, port: 18624},
+		// Baselines for the timings: C against C, and Go against Go, with
+		// the first pair's parameters.
+		{server: "ibv_srq_pingpong", client: "ibv_srq_pingpong", qps: 5, size: 2000, iters: 300, rx: 64, port: 18625},
+		{server: "srq-pingpong", client: "srq-pingpong", qps: 5, size: 2000, iters: 300, rx: 64, port: 18626},
 	} {
-		t.Run(r.server+"-"+r.client+"-q"+strconv.Itoa(r.qps), func(t *testing.T) {
+		t.Run(r.server+"-"+r.client+"-q"+strconv.Itoa(r.qps)+"-p"+strconv.Itoa(r.port), func(t *testing.T) {
 			devs := devices(t, 2)
 			srv := startPeer(t, 90*time.Second, r.server, r.args(devs[0], r.serverEvents)...)
 			waitListening(t, srv, r.port, 30*time.Second)
