@@ -42,9 +42,8 @@ type Channel struct {
 	cc  *uverbs.CompChannel // nil for a test source
 	src eventSource
 
-	mu         sync.Mutex
-	cqs        map[uint64]*CQ // by the user handle given to the kernel
-	nextHandle uint64
+	mu  sync.Mutex
+	cqs map[uint64]*CQ // by the user handle given to the kernel
 
 	// waiters is read-held by every GetEvent/TryGetEvent; Close takes it
 	// for writing, after signalling closeFD, so that the channel fd is not
@@ -254,6 +253,11 @@ func (w *waker) close() {
 	unix.Close(w.fd)
 }
 
+// nextHandle numbers the CQs of every channel of the process, so that a
+// CQ's user handle is unique in its Context and async events (CQ_ERR)
+// resolve to it.
+var nextHandle atomic.Uint64
+
 // reserve assigns the user handle of a CQ about to be created; the slot
 // counts as a user of the channel from now on, so Close cannot slip in
 // between. It fails once Close has begun.
@@ -263,9 +267,9 @@ func (ch *Channel) reserve() (uint64, error) {
 	if ch.closing.Load() {
 		return 0, ErrClosed
 	}
-	ch.nextHandle++
-	ch.cqs[ch.nextHandle] = nil
-	return ch.nextHandle, nil
+	h := nextHandle.Add(1)
+	ch.cqs[h] = nil
+	return h, nil
 }
 
 func (ch *Channel) add(h uint64, c *CQ) {

@@ -30,8 +30,13 @@ type InitAttr struct {
 	Cap Cap
 	// SigAll makes every send generate a completion, Signaled or not.
 	SigAll bool
-	// UserHandle is reported with the QP's async events.
+	// UserHandle is reported with the QP's async events; 0 lets the
+	// Context pick a unique one, so that events resolve to the QP.
 	UserHandle uint64
+	// SRQ, if set, is the shared receive queue the QP receives from: it
+	// then has no receive queue of its own (Cap's receive fields are
+	// ignored and PostRecv returns ErrSRQAttached).
+	SRQ *SRQ
 }
 
 // QP is a queue pair. PostSend and PostRecv may be called from several
@@ -39,6 +44,7 @@ type InitAttr struct {
 // too, but their order is the caller's to choose.
 type QP struct {
 	core  *rxe.QP
+	srq   *SRQ // nil unless created on an SRQ
 	typ   Type
 	cap   Cap
 	num   uint32
@@ -54,7 +60,13 @@ func New(pd *uverbs.PD, attr InitAttr) (*QP, error) {
 		return nil, fmt.Errorf("qp: create: a send and a receive CQ are required: %w", unix.EINVAL)
 	}
 	c := attr.Cap.withDefaults()
+	var srq *uverbs.SRQ
+	if attr.SRQ != nil {
+		srq = attr.SRQ.Verbs()
+		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
+	}
 	core, err := rxe.CreateQP(pd, uverbs.QPInitAttr{
+		SRQ:        srq,
 		Type:       attr.Type,
 		SendCQ:     attr.SendCQ.Verbs(),
 		RecvCQ:     attr.RecvCQ.Verbs(),
@@ -66,7 +78,11 @@ func New(pd *uverbs.PD, attr InitAttr) (*QP, error) {
 		return nil, err
 	}
 	v := core.Verbs()
-	return &QP{core: core, typ: attr.Type, cap: capFrom(v.Cap()), num: v.Num()}, nil
+	q := &QP{core: core, srq: attr.SRQ, typ: attr.Type, cap: capFrom(v.Cap()), num: v.Num()}
+	if q.srq != nil {
+		q.cap.MaxRecvWR, q.cap.MaxRecvSGE = 0, 0
+	}
+	return q, nil
 }
 
 // withDefaults is c with its zero WR and SGE counts replaced by the
@@ -81,6 +97,9 @@ func (c Cap) withDefaults() Cap {
 
 // Num is the QP number peers address.
 func (q *QP) Num() uint32 { return q.num }
+
+// SRQ is the shared receive queue the QP was created on, or nil.
+func (q *QP) SRQ() *SRQ { return q.srq }
 
 // Type is the QP's transport.
 func (q *QP) Type() Type { return q.typ }
@@ -132,8 +151,12 @@ func (q *QP) PostSend(wrs []SendWR) error {
 
 // PostRecv posts receive work requests into the receive ring: a memory
 // operation, no system call. It is all or nothing like PostSend, returns
-// ErrBadState in RESET and allocates nothing.
+// ErrBadState in RESET, ErrSRQAttached on a QP created on an SRQ, and
+// allocates nothing.
 func (q *QP) PostRecv(wrs []RecvWR) error {
+	if q.srq != nil {
+		return ErrSRQAttached
+	}
 	if q.State() == Reset {
 		return ErrBadState
 	}

@@ -61,7 +61,7 @@ func (c *cqRing) detach() {
 type CQ struct {
 	ring *cqRing
 	vcq  *uverbs.CQ // nil for a CQ over a simulated ring
-	mem  *mapping
+	mem  *mapping   // guarded by ring.mu (Resize replaces it)
 }
 
 // CreateCQ creates a completion queue on an rxe device and maps its ring
@@ -140,9 +140,12 @@ func (c *CQ) Destroy() (compEvents, asyncEvents uint32, err error) {
 }
 
 // release stops polling and unmaps the ring; after the kernel CQ is gone,
-// by Destroy or by the Context's Close.
+// by Destroy or by the Context's Close. The poll lock also guards mem,
+// which Resize replaces.
 func (c *CQ) release() error {
-	c.ring.detach()
+	c.ring.mu.Lock()
+	defer c.ring.mu.Unlock()
+	c.ring.ring = nil
 	if c.mem != nil {
 		return c.mem.Close()
 	}

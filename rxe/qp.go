@@ -38,7 +38,7 @@ func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := mapQP(pd.Context().Mmap, vqp, &resp)
+	q, err := mapQP(pd.Context().Mmap, vqp, &resp, attr.SRQ == nil)
 	if err != nil {
 		if _, derr := vqp.Destroy(); derr != nil {
 			err = errors.Join(err, derr)
@@ -52,16 +52,25 @@ func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
 	return q, nil
 }
 
-// mapQP maps both rings of a new QP and sets up its queues; on failure it
-// unmaps what it mapped.
-func mapQP(mmap mmapFunc, vqp *uverbs.QP, resp *createQPResp) (*QP, error) {
-	rqMem, rq, err := mapRing(mmap, resp.rqMI)
-	if err != nil {
-		return nil, fmt.Errorf("rxe: create_qp: receive queue: %w", err)
+// mapQP maps the rings of a new QP (the receive ring only if hasRQ: the
+// kernel makes none for a QP on an SRQ) and sets up its queues; on failure
+// it unmaps what it mapped.
+func mapQP(mmap mmapFunc, vqp *uverbs.QP, resp *createQPResp, hasRQ bool) (*QP, error) {
+	var (
+		rqMem *mapping
+		rq    *ring.Ring
+		err   error
+	)
+	if hasRQ {
+		if rqMem, rq, err = mapRing(mmap, resp.rqMI); err != nil {
+			return nil, fmt.Errorf("rxe: create_qp: receive queue: %w", err)
+		}
 	}
 	sqMem, sq, err := mapRing(mmap, resp.sqMI)
 	if err != nil {
-		rqMem.Close()
+		if rqMem != nil {
+			rqMem.Close()
+		}
 		return nil, fmt.Errorf("rxe: create_qp: send queue: %w", err)
 	}
 	c := vqp.Cap()
@@ -75,7 +84,9 @@ func mapQP(mmap mmapFunc, vqp *uverbs.QP, resp *createQPResp) (*QP, error) {
 	s, r, err := newQueues(sq, rq, lim, vqp)
 	if err != nil {
 		sqMem.Close()
-		rqMem.Close()
+		if rqMem != nil {
+			rqMem.Close()
+		}
 		return nil, fmt.Errorf("rxe: create_qp: %w", err)
 	}
 	return &QP{sq: s, rq: r, vqp: vqp, sqMem: sqMem, rqMem: rqMem}, nil
@@ -107,10 +118,10 @@ func (q *QP) PostSend(wrs []SendWR) error {
 // PostRecv writes one receive WQE per request into the receive ring: a
 // memory operation only, no system call. Like PostSend it is all or nothing
 // and allocates nothing. A QP without a receive ring (on an SRQ) returns
-// ErrNotSupported.
+// ErrSRQAttached.
 func (q *QP) PostRecv(wrs []RecvWR) error {
 	if q.rq == nil {
-		return ErrNotSupported
+		return ErrSRQAttached
 	}
 	err := q.rq.post(wrs)
 	runtime.KeepAlive(q) // see PostSend

@@ -45,6 +45,7 @@ const (
 
 	attrCreateQPHandle     = 0  // UVERBS_ATTR_CREATE_QP_HANDLE
 	attrCreateQPPDHandle   = 2  // UVERBS_ATTR_CREATE_QP_PD_HANDLE
+	attrCreateQPSRQHandle  = 3  // UVERBS_ATTR_CREATE_QP_SRQ_HANDLE
 	attrCreateQPSendCQ     = 4  // UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE
 	attrCreateQPRecvCQ     = 5  // UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE
 	attrCreateQPUserHandle = 7  // UVERBS_ATTR_CREATE_QP_USER_HANDLE

@@ -73,7 +73,7 @@ func TestReadAsyncEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev, err := c.ReadAsyncEvent()
-	if err != nil || ev != (AsyncEvent{Type: EventPortActive, Element: 1}) {
+	if err != nil || ev != (AsyncEvent{Type: EventPortActive, Element: 1, Port: 1}) {
 		t.Errorf("ReadAsyncEvent = %+v, %v", ev, err)
 	}
 	if got := ev.Type.String(); got != "port active" {

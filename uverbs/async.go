@@ -1,8 +1,11 @@
 package uverbs
 
 import (
+	"context"
 	"fmt"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -50,11 +53,75 @@ func (t AsyncEventType) String() string {
 	return fmt.Sprintf("event(%d)", uint32(t))
 }
 
-// AsyncEvent is one event of the async event fd. Element is the user handle
-// of the CQ/QP/SRQ it concerns, or the port number for port events.
+// EventKind says what kind of object an async event refers to.
+type EventKind uint8
+
+// Event kinds.
+const (
+	KindCQ     EventKind = iota + 1 // Element is a CQ's user handle
+	KindQP                          // Element is a QP's user handle
+	KindSRQ                         // Element is an SRQ's user handle
+	KindWQ                          // Element is a WQ's user handle
+	KindPort                        // Element is the port number
+	KindDevice                      // the whole device (Element is a port number)
+)
+
+// Kind is the kind of object an event of type t refers to; 0 for an
+// unknown type.
+func (t AsyncEventType) Kind() EventKind {
+	switch t {
+	case EventCQErr:
+		return KindCQ
+	case EventQPFatal, EventQPReqErr, EventQPAccessErr, EventCommEst, EventSQDrained,
+		EventPathMig, EventPathMigErr, EventQPLastWQEReached:
+		return KindQP
+	case EventSRQErr, EventSRQLimitReached:
+		return KindSRQ
+	case EventWQFatal:
+		return KindWQ
+	case EventPortActive, EventPortErr, EventLIDChange, EventPKeyChange, EventSMChange,
+		EventClientReregister, EventGIDChange:
+		return KindPort
+	case EventDeviceFatal:
+		return KindDevice
+	}
+	return 0
+}
+
+// AsyncEvent is one event of the async event fd. Element is what the
+// kernel reported: the user handle of the CQ/QP/SRQ it concerns, or the
+// port number for port events. The Context resolves it to the object: CQ,
+// QP or SRQ is set when the event's kind is that object's and the object
+// is still open under the Context with a user handle no other object of
+// its kind shares (the handles the Context picks itself are unique).
 type AsyncEvent struct {
 	Type    AsyncEventType
 	Element uint64
+	CQ      *CQ   // for KindCQ events, or nil
+	QP      *QP   // for KindQP events, or nil
+	SRQ     *SRQ  // for KindSRQ events, or nil
+	Port    uint8 // for KindPort and KindDevice events
+}
+
+// String describes the event and what it refers to.
+func (e AsyncEvent) String() string {
+	switch e.Type.Kind() {
+	case KindCQ:
+		if e.CQ != nil {
+			return fmt.Sprintf("%v on CQ handle %d", e.Type, e.CQ.Handle())
+		}
+	case KindQP:
+		if e.QP != nil {
+			return fmt.Sprintf("%v on QP %#x", e.Type, e.QP.Num())
+		}
+	case KindSRQ:
+		if e.SRQ != nil {
+			return fmt.Sprintf("%v on SRQ handle %d", e.Type, e.SRQ.Handle())
+		}
+	case KindPort, KindDevice:
+		return fmt.Sprintf("%v on port %d", e.Type, e.Port)
+	}
+	return fmt.Sprintf("%v (element %#x)", e.Type, e.Element)
 }
 
 // errNoAsyncEvent is what ReadAsyncEvent returns when no event is queued;
@@ -62,17 +129,140 @@ type AsyncEvent struct {
 var errNoAsyncEvent = &Error{Verb: "read_async_event", Errno: unix.EAGAIN}
 
 // ReadAsyncEvent reads one async event without blocking. With no event
-// queued it returns an error wrapping unix.EAGAIN.
+// queued it returns an error wrapping unix.EAGAIN. It allocates nothing.
 func (c *Context) ReadAsyncEvent() (AsyncEvent, error) {
 	var d asyncEventDesc
 	errno := readEvent(c.asyncFD.int(), unsafe.Pointer(&d), unsafe.Sizeof(d))
 	runtime.KeepAlive(c) // its cleanup closes the async fd
 	switch errno {
 	case 0:
-		return AsyncEvent{Type: AsyncEventType(d.EventType), Element: d.Element}, nil
+		return c.events.resolve(AsyncEventType(d.EventType), d.Element), nil
 	case unix.EAGAIN:
 		return AsyncEvent{}, errNoAsyncEvent
 	default:
 		return AsyncEvent{}, cmdError("read_async_event", errno)
 	}
+}
+
+// WaitAsyncEvent returns the next async event, waiting for one while none
+// is queued: a poll(2) on the async fd and, for a context that can be
+// cancelled, an eventfd written when ctx is done, so that cancelling ctx
+// ends the wait with ctx.Err(). rdma_rxe raises port events (the netdev
+// going down or up), CQ errors (overrun), SRQ limit and SQ drained events,
+// and from 6.2 on last-WQE-reached; it never raises a device-fatal event:
+// see the package documentation about removing a device. The wait occupies
+// an OS thread. It must not run concurrently with Close.
+func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
+	cancelFD := -1
+	if ctx.Done() != nil {
+		efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			return AsyncEvent{}, fmt.Errorf("uverbs: wait_async_event: eventfd: %w", err)
+		}
+		defer unix.Close(efd)
+		var done sync.WaitGroup
+		done.Add(1)
+		stop := context.AfterFunc(ctx, func() {
+			defer done.Done()
+			unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+		})
+		defer func() {
+			if !stop() {
+				done.Wait() // no write may reach the fd after it is closed
+			}
+		}()
+		cancelFD = efd
+	}
+	for {
+		ev, err := c.ReadAsyncEvent()
+		if err != errNoAsyncEvent {
+			return ev, err
+		}
+		if err := ctx.Err(); err != nil {
+			return AsyncEvent{}, err
+		}
+		fds := []unix.PollFd{{Fd: int32(c.asyncFD.int()), Events: unix.POLLIN}, {Fd: int32(cancelFD), Events: unix.POLLIN}}
+		if _, err := unix.Ppoll(fds, nil, nil); err != nil && err != unix.EINTR {
+			return AsyncEvent{}, fmt.Errorf("uverbs: wait_async_event: poll: %w", err)
+		}
+		runtime.KeepAlive(c)
+		if fds[0].Revents&(unix.POLLERR|unix.POLLNVAL) != 0 {
+			return AsyncEvent{}, fmt.Errorf("uverbs: wait_async_event: async fd failed (revents %#x)", fds[0].Revents)
+		}
+	}
+}
+
+// autoHandle marks the user handles the Context picks itself, so that they
+// never meet small handles chosen by callers.
+const autoHandle = 1 << 63
+
+// eventObjects indexes the open CQs, QPs and SRQs of a Context by their
+// user handles, for ReadAsyncEvent. A handle shared by two objects of one
+// kind maps to nil: the event cannot say which it meant.
+type eventObjects struct {
+	next atomic.Uint64
+	mu   sync.Mutex
+	cqs  map[uint64]*CQ
+	qps  map[uint64]*QP
+	srqs map[uint64]*SRQ
+}
+
+// handle returns h, or a new handle unique in the Context when h is 0.
+func (e *eventObjects) handle(h uint64) uint64 {
+	if h != 0 {
+		return h
+	}
+	return autoHandle | e.next.Add(1)
+}
+
+func addObject[T any](mu *sync.Mutex, m *map[uint64]*T, h uint64, o *T) {
+	mu.Lock()
+	defer mu.Unlock()
+	if *m == nil {
+		*m = make(map[uint64]*T)
+	}
+	if _, dup := (*m)[h]; dup {
+		(*m)[h] = nil
+		return
+	}
+	(*m)[h] = o
+}
+
+func removeObject[T any](mu *sync.Mutex, m map[uint64]*T, h uint64, o *T) {
+	mu.Lock()
+	defer mu.Unlock()
+	if m[h] == o {
+		delete(m, h)
+	}
+}
+
+func (e *eventObjects) addCQ(h uint64, o *CQ)      { addObject(&e.mu, &e.cqs, h, o) }
+func (e *eventObjects) addQP(h uint64, o *QP)      { addObject(&e.mu, &e.qps, h, o) }
+func (e *eventObjects) addSRQ(h uint64, o *SRQ)    { addObject(&e.mu, &e.srqs, h, o) }
+func (e *eventObjects) removeCQ(h uint64, o *CQ)   { removeObject(&e.mu, e.cqs, h, o) }
+func (e *eventObjects) removeQP(h uint64, o *QP)   { removeObject(&e.mu, e.qps, h, o) }
+func (e *eventObjects) removeSRQ(h uint64, o *SRQ) { removeObject(&e.mu, e.srqs, h, o) }
+
+// resolve builds the event, with the object it refers to.
+func (e *eventObjects) resolve(t AsyncEventType, element uint64) AsyncEvent {
+	ev := AsyncEvent{Type: t, Element: element}
+	switch t.Kind() {
+	case KindPort, KindDevice:
+		ev.Port = uint8(element)
+		return ev
+	case KindCQ, KindQP, KindSRQ:
+	default:
+		return ev
+	}
+	e.mu.Lock()
+	switch t.Kind() {
+	case KindCQ:
+		ev.CQ = e.cqs[element]
+	case KindQP:
+		ev.QP = e.qps[element]
+	case KindSRQ:
+		ev.SRQ = e.srqs[element]
+	}
+	e.mu.Unlock()
+	return ev
 }

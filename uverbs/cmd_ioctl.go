@@ -126,6 +126,8 @@ const (
 	ioctlQueryGIDTable
 	ioctlQueryGIDEntry
 	ioctlQueryPort
+	ioctlCreateSRQ
+	ioctlDestroySRQ
 )
 
 // tryIoctl sends the ioctl build makes for method m, as libibverbs 44 does,

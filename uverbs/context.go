@@ -28,8 +28,9 @@ type Context struct {
 	sysfs          string        // sysfs root for the GID fallback, normally "/sys"
 	noIoctl        atomic.Uint32 // ioctlMethod bits the kernel lacks: use write()
 
-	kids  children // what was created under the Context and is still open
-	close once
+	kids   children     // what was created under the Context and is still open
+	events eventObjects // the CQs, QPs and SRQs async events name, by user handle
+	close  once
 }
 
 // Open opens d's character device and creates a device context

@@ -3,6 +3,7 @@ package uverbs
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -13,7 +14,7 @@ type CQAttr struct {
 	CQE        int          // minimum number of entries; the device may round up
 	Channel    *CompChannel // completion channel for events, or nil
 	Vector     int          // completion vector, < Context.NumCompVectors
-	UserHandle uint64       // returned by CompChannel.ReadEvent and async events for this CQ
+	UserHandle uint64       // returned by CompChannel.ReadEvent and async events for this CQ; 0: the Context picks one
 }
 
 // CQ is the kernel side of a completion queue. Polling it is the provider's
@@ -21,7 +22,7 @@ type CQAttr struct {
 type CQ struct {
 	ctx        *Context
 	handle     uint32
-	cqe        int
+	cqe        atomic.Int64 // changed by Resize
 	userHandle uint64
 	channel    *CompChannel
 	kid        *child
@@ -41,12 +42,15 @@ func (c *Context) CreateCQ(attr CQAttr, driverOut []byte) (*CQ, error) {
 	if err := checkDriverData(verb, nil, len(driverOut), 4); err != nil {
 		return nil, err
 	}
+	attr.UserHandle = c.events.handle(attr.UserHandle)
 	r, err := c.createCQ(attr, driverOut)
 	if err != nil {
 		return nil, err
 	}
-	cq := &CQ{ctx: c, handle: r.CQHandle, cqe: int(r.CQE), userHandle: attr.UserHandle, channel: attr.Channel}
+	cq := &CQ{ctx: c, handle: r.CQHandle, userHandle: attr.UserHandle, channel: attr.Channel}
+	cq.cqe.Store(int64(r.CQE))
 	cq.kid = c.kids.add(levelCQMR, func() error { _, _, err := cq.Destroy(); return err })
+	c.events.addCQ(cq.userHandle, cq)
 	return cq, nil
 }
 
@@ -120,7 +124,7 @@ func (cq *CQ) Context() *Context { return cq.ctx }
 func (cq *CQ) Handle() uint32 { return cq.handle }
 
 // CQE returns the number of entries the device granted.
-func (cq *CQ) CQE() int { return cq.cqe }
+func (cq *CQ) CQE() int { return int(cq.cqe.Load()) }
 
 // UserHandle returns the handle given at creation.
 func (cq *CQ) UserHandle() uint64 { return cq.userHandle }
@@ -160,6 +164,7 @@ func (cq *CQ) Destroy() (compEvents, asyncEvents uint32, err error) {
 			}
 			compEvents, asyncEvents = r.CompEventsReported, r.AsyncEventsReported
 		}
+		cq.ctx.events.removeCQ(cq.userHandle, cq)
 		cq.ctx.kids.remove(cq.kid)
 		return nil
 	})

@@ -29,4 +29,21 @@
 // mapping and Buffer unmaps itself, and the kernel then frees the rest
 // (integration/ownership_test.go checks both paths against the kernel's own
 // resource counts).
+//
+// Async events: Context.ReadAsyncEvent and WaitAsyncEvent return the events
+// of the context's async fd, each resolved to the CQ, QP or SRQ it names
+// (by user handle; the Context picks unique ones) or to its port. rdma_rxe
+// raises PORT_ERR/PORT_ACTIVE when its netdev goes down/up, CQ_ERR when a
+// CQ overruns, SRQ_LIMIT_REACHED, SQ_DRAINED and, from 6.2 on,
+// QP_LAST_WQE_REACHED; it never raises DEVICE_FATAL.
+//
+// Removing a device: rdma_rxe cannot disassociate its users, so
+// `rdma link delete` (or deleting the netdev under it) blocks in the kernel
+// until every process has closed every uverbs fd of the device (the
+// Context's command and async fds, and the ring mappings, which hold the
+// command fd open). A program sees no event while that happens; its verbs
+// keep working until it closes the Context, and then the delete completes
+// (integration/async_test.go, TestAsyncLinkDeleteWaitsForContext). A tool
+// that deletes links while contexts may be open must not wait on it
+// without a deadline.
 package uverbs

@@ -14,7 +14,11 @@ type QPInitAttr struct {
 	RecvCQ     *CQ
 	Cap        QPCap
 	SigAll     bool   // every send WR generates a completion
-	UserHandle uint64 // reported with async events of the QP
+	UserHandle uint64 // reported with async events of the QP; 0: the Context picks one
+	// SRQ, if set, is the shared receive queue the QP takes its receive
+	// requests from; the QP then has no receive queue of its own and the
+	// receive caps are ignored.
+	SRQ *SRQ
 }
 
 // QP is the kernel side of a queue pair. Posting work is the provider's
@@ -41,6 +45,10 @@ func (pd *PD) CreateQP(attr QPInitAttr, driverOut []byte) (*QP, error) {
 		return nil, err
 	}
 	c := pd.ctx
+	attr.UserHandle = c.events.handle(attr.UserHandle)
+	if attr.SRQ != nil {
+		attr.Cap.MaxRecvWR, attr.Cap.MaxRecvSGE = 0, 0
+	}
 	var (
 		cp     = attr.Cap // asked for; the kernel writes the granted caps back
 		qpn    uint32
@@ -73,6 +81,9 @@ func (pd *PD) CreateQP(attr QPInitAttr, driverOut []byte) (*QP, error) {
 			SQSigAll:      b2u8(attr.SigAll),
 			QPType:        uint8(attr.Type),
 		}
+		if attr.SRQ != nil {
+			f.req.SRQHandle, f.req.IsSRQ = attr.SRQ.handle, 1
+		}
 		if err := execWrite(c, verb, cmdCreateQP, &f, &resp, nil, len(driverOut)); err != nil {
 			return nil, err
 		}
@@ -82,12 +93,13 @@ func (pd *PD) CreateQP(attr QPInitAttr, driverOut []byte) (*QP, error) {
 		qp.init.Cap = QPCap{r.MaxSendWR, r.MaxRecvWR, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInlineData}
 	}
 	qp.kid = pd.ctx.kids.add(levelQP, func() error { _, err := qp.Destroy(); return err })
+	c.events.addQP(attr.UserHandle, qp)
 	return qp, nil
 }
 
 // createQPIoctl builds UVERBS_METHOD_QP_CREATE as ibv_icmd_create_qp in
-// libibverbs 44 does for an RC/UC/UD QP without an SRQ: the PD, send CQ and
-// receive CQ handles, the new QP's handle (returned, for the kernel's
+// libibverbs 44 does for an RC/UC/UD QP: the PD, the SRQ if any, send CQ
+// and receive CQ handles, the new QP's handle (returned, for the kernel's
 // answer in its Data), the type, the user handle, the caps asked (cp, in),
 // the async event fd (left out when there is none), the flags only when
 // SigAll sets one, the caps granted (cp again, out) and the QP number; then
@@ -96,6 +108,9 @@ func (pd *PD) CreateQP(attr QPInitAttr, driverOut []byte) (*QP, error) {
 func createQPIoctl(driverID, pdHandle uint32, attr QPInitAttr, asyncFD int, cp *QPCap, qpn *uint32, driverOut []byte) (*ioctlBuf, *ioctlAttr) {
 	b := newIoctl(objectQP, methodQPCreate, driverID)
 	b.objIn(attrCreateQPPDHandle, pdHandle)
+	if attr.SRQ != nil {
+		b.objIn(attrCreateQPSRQHandle, attr.SRQ.handle)
+	}
 	b.objIn(attrCreateQPSendCQ, attr.SendCQ.handle)
 	b.objIn(attrCreateQPRecvCQ, attr.RecvCQ.handle)
 	handle := b.objIn(attrCreateQPHandle, 0)
@@ -186,6 +201,7 @@ func (qp *QP) Destroy() (events uint32, err error) {
 			}
 			events = r.EventsReported
 		}
+		qp.pd.ctx.events.removeQP(qp.init.UserHandle, qp)
 		qp.pd.ctx.kids.remove(qp.kid)
 		return nil
 	})

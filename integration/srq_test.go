@@ -1,0 +1,351 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pureverbs/pureverbs/cq"
+	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// connectOne connects qa (on end a) with qb (on end b), both ways.
+func connectOne(t testing.TB, a *qpEnd, qa *qp.QP, b *qpEnd, qb *qp.QP) {
+	t.Helper()
+	for _, s := range []struct {
+		e      *qpEnd
+		q      *qp.QP
+		re     *qpEnd
+		remote *qp.QP
+	}{{a, qa, b, qb}, {b, qb, a, qa}} {
+		if err := s.q.Connect(qp.Peer{QPN: s.remote.Num(), PSN: psn(s.remote), GID: s.re.gid}, qp.ConnectOptions{
+			SGIDIndex: uint8(s.e.gidIndex), PathMTU: s.e.port.ActiveMTU, SendPSN: psn(s.q),
+			Access: uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// srqRig is a receiver on rxe1 whose n QPs share one SRQ, each connected
+// to its own QP of a sender on rxe0.
+type srqRig struct {
+	tx, rx *qpEnd
+	srq    *qp.SRQ
+	txQPs  []*qp.QP
+	rxQPs  []*qp.QP
+}
+
+func newSRQRig(t *testing.T, n int, attr qp.SRQAttr) *srqRig {
+	t.Helper()
+	devs := devices(t, 2)
+	r := &srqRig{
+		tx: openEnd(t, devs[0], endOpts{bufSize: 1 << 16, cqe: 1024}),
+		rx: openEnd(t, devs[1], endOpts{bufSize: 1 << 16, cqe: 1024}),
+	}
+	var err error
+	if r.srq, err = qp.NewSRQ(r.rx.pd, attr); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeOK(t, "SRQ", r.srq.Close()) })
+	for range n {
+		rq, err := qp.New(r.rx.pd, qp.InitAttr{Type: qp.RC, SendCQ: r.rx.cq, RecvCQ: r.rx.cq, SRQ: r.srq})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { closeOK(t, "QP on SRQ", rq.Close()) })
+		tq, err := qp.New(r.tx.pd, qp.InitAttr{Type: qp.RC, SendCQ: r.tx.cq, RecvCQ: r.tx.cq})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { closeOK(t, "QP", tq.Close()) })
+		connectOne(t, r.tx, tq, r.rx, rq)
+		r.txQPs, r.rxQPs = append(r.txQPs, tq), append(r.rxQPs, rq)
+	}
+	return r
+}
+
+// postSRQ posts count receives of size bytes each, slot i at i*size.
+func (r *srqRig) postSRQ(t *testing.T, first, count, size int) {
+	t.Helper()
+	for i := first; i < first+count; i++ {
+		if err := r.srq.PostRecv([]qp.RecvWR{{ID: uint64(i), SGEs: []qp.SGE{sge(r.rx, i*size%(1<<16), size)}}}); err != nil {
+			t.Fatalf("post SRQ receive %d: %v", i, err)
+		}
+	}
+}
+
+// send sends one message of size bytes filled with fill from sender QP i
+// and waits for its completion.
+func (r *srqRig) send(t *testing.T, i, size int, fill byte) {
+	t.Helper()
+	b := r.tx.buf.Bytes()
+	for k := range size {
+		b[k] = fill
+	}
+	if err := r.txQPs[i].PostSend([]qp.SendWR{{ID: uint64(fill), Opcode: qp.Send, Flags: qp.Signaled, SGEs: []qp.SGE{sge(r.tx, 0, size)}}}); err != nil {
+		t.Fatal(err)
+	}
+	wc := pollWait(t, r.tx.cq, make([]cq.WC, 1), 1, 10*time.Second)
+	if wc[0].Status != cq.Success {
+		t.Fatalf("send from QP %d: %v", i, wc[0].Status)
+	}
+}
+
+// Several QPs share one SRQ: every QP's messages land in the SRQ's
+// buffers in posting order, each completion names the QP it arrived on,
+// and PostRecv on a QP of the SRQ is refused.
+func TestSRQSharedByQPs(t *testing.T) {
+	const n, size = 4, 256
+	r := newSRQRig(t, n, qp.SRQAttr{MaxWR: 64, MaxSGE: 2})
+	if err := r.rxQPs[0].PostRecv([]qp.RecvWR{{ID: 1}}); !errors.Is(err, qp.ErrSRQAttached) || !errors.Is(err, uverbs.ErrNotSupported) {
+		t.Fatalf("PostRecv on a QP of an SRQ = %v, want ErrSRQAttached", err)
+	}
+	if c := r.rxQPs[0].Cap(); c.MaxRecvWR != 0 || r.rxQPs[0].SRQ() != r.srq {
+		t.Errorf("QP on SRQ: cap %+v, SRQ %p", c, r.rxQPs[0].SRQ())
+	}
+	a, err := r.srq.Query()
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxWR, maxSGE := r.srq.Cap()
+	t.Logf("SRQ %#x: asked 64 x 2 SGEs; created %+v, query %+v, posting depth %d, SGEs %d", r.srq.Num(), r.srq.Verbs().Attr(), a, maxWR, maxSGE)
+	if a.MaxWR < 64 || a.MaxSGE < 2 || maxWR < 64 || maxSGE < 2 {
+		t.Fatalf("SRQ granted %+v (depth %d, %d SGEs), asked 64 x 2", a, maxWR, maxSGE)
+	}
+	r.postSRQ(t, 0, 3*n, size)
+	for round := range 3 {
+		for i := range n {
+			r.send(t, i, size, byte(1+round*n+i))
+		}
+	}
+	wc := pollWait(t, r.rx.cq, make([]cq.WC, 3*n), 3*n, 10*time.Second)
+	perQP := map[uint32]int{}
+	for k, w := range wc {
+		want := r.rxQPs[k%n].Num()
+		if w.Status != cq.Success || w.Opcode != cq.OpRecv || w.ByteLen != size || w.WRID != uint64(k) || w.QPNum != want {
+			t.Errorf("completion %d: %+v, want WRID %d on QP %#x", k, w, k, want)
+		}
+		perQP[w.QPNum]++
+		got := r.rx.buf.Bytes()[k*size : (k+1)*size]
+		if !bytes.Equal(got, bytes.Repeat([]byte{byte(1 + k)}, size)) {
+			t.Errorf("receive %d holds %x...", k, got[:8])
+		}
+	}
+	if len(perQP) != n {
+		t.Errorf("completions per QP: %v", perQP)
+	}
+	one := []qp.RecvWR{{ID: 99, SGEs: []qp.SGE{sge(r.rx, 0, 64)}}}
+	if allocs := testing.AllocsPerRun(20, func() {
+		if err := r.srq.PostRecv(one); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs != 0 {
+		t.Errorf("SRQ PostRecv allocates %v times", allocs)
+	}
+	quiet(t, r.rx.cq, "after the exchange")
+}
+
+// PostRecv on an SRQ is all or nothing: a full queue or a bad request in
+// the middle posts none.
+func TestSRQPostAllOrNothing(t *testing.T) {
+	r := newSRQRig(t, 1, qp.SRQAttr{MaxWR: 8, MaxSGE: 1})
+	depth, _ := r.srq.Cap()
+	wrs := make([]qp.RecvWR, depth+1)
+	for i := range wrs {
+		wrs[i] = qp.RecvWR{ID: uint64(i), SGEs: []qp.SGE{sge(r.rx, 0, 16)}}
+	}
+	if err := r.srq.PostRecv(wrs); !errors.Is(err, qp.ErrQueueFull) {
+		t.Fatalf("%d receives on a %d-deep SRQ: %v", len(wrs), depth, err)
+	}
+	bad := []qp.RecvWR{wrs[0], {ID: 7, SGEs: []qp.SGE{sge(r.rx, 0, 8), sge(r.rx, 8, 8)}}}
+	if err := r.srq.PostRecv(bad); !errors.Is(err, qp.ErrTooManySGEs) {
+		t.Fatalf("two SGEs on a 1-SGE SRQ: %v", err)
+	}
+	// Nothing was posted: the first send finds no receive (RNR), until
+	// one is posted.
+	if err := r.txQPs[0].PostSend([]qp.SendWR{{ID: 1, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []qp.SGE{sge(r.tx, 0, 16)}}}); err != nil {
+		t.Fatal(err)
+	}
+	quiet(t, r.rx.cq, "no receive posted")
+	if err := r.srq.PostRecv(wrs[5:6]); err != nil {
+		t.Fatal(err)
+	}
+	wc := pollWait(t, r.rx.cq, make([]cq.WC, 1), 1, 10*time.Second)
+	if wc[0].WRID != 5 || wc[0].Status != cq.Success {
+		t.Fatalf("completion %+v, want WRID 5", wc[0])
+	}
+	pollWait(t, r.tx.cq, make([]cq.WC, 1), 1, 10*time.Second)
+}
+
+// waitEvent waits up to limit for the next async event of ctx.
+func waitEvent(t testing.TB, c *uverbs.Context, limit time.Duration) (uverbs.AsyncEvent, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	return c.WaitAsyncEvent(ctx)
+}
+
+// noEvent checks that no async event arrives for a moment.
+func noEvent(t testing.TB, c *uverbs.Context, what string) {
+	t.Helper()
+	if ev, err := waitEvent(t, c, 300*time.Millisecond); err == nil {
+		t.Errorf("%s: unexpected event %v", what, ev)
+	} else if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("%s: %v", what, err)
+	}
+}
+
+// The limit event: armed at 4 with 8 receives posted, it fires once the
+// fifth is taken (3 left < 4), names the SRQ, and disarms (query shows
+// limit 0; further receives raise nothing). Re-arming makes it fire again.
+func TestSRQLimitEvent(t *testing.T) {
+	r := newSRQRig(t, 2, qp.SRQAttr{MaxWR: 16})
+	r.postSRQ(t, 0, 8, 64)
+	if err := r.srq.SetLimit(4); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := r.srq.Query(); err != nil || a.Limit != 4 {
+		t.Fatalf("query after arming: %+v, %v", a, err)
+	}
+	for i := range 4 { // 4 left: not below the limit
+		r.send(t, i%2, 64, byte(i+1))
+	}
+	pollWait(t, r.rx.cq, make([]cq.WC, 4), 4, 10*time.Second)
+	noEvent(t, r.rx.ctx, "4 receives left, limit 4")
+	r.send(t, 0, 64, 5)
+	ev, err := waitEvent(t, r.rx.ctx, 10*time.Second)
+	if err != nil {
+		t.Fatalf("no SRQ limit event: %v", err)
+	}
+	if ev.Type != uverbs.EventSRQLimitReached || ev.SRQ != r.srq.Verbs() || ev.Element != r.srq.Verbs().UserHandle() {
+		t.Fatalf("event %v (SRQ %p), want SRQ limit reached on %p", ev, ev.SRQ, r.srq.Verbs())
+	}
+	t.Logf("event: %v", ev)
+	if a, err := r.srq.Query(); err != nil || a.Limit != 0 {
+		t.Fatalf("query after the event: %+v, %v; want limit 0", a, err)
+	}
+	r.send(t, 1, 64, 6)
+	noEvent(t, r.rx.ctx, "after the event, limit disarmed")
+	if err := r.srq.SetLimit(3); err != nil { // 2 left < 3: fires on the next take
+		t.Fatal(err)
+	}
+	r.send(t, 0, 64, 7)
+	if ev, err := waitEvent(t, r.rx.ctx, 10*time.Second); err != nil || ev.Type != uverbs.EventSRQLimitReached || ev.SRQ != r.srq.Verbs() {
+		t.Fatalf("re-armed: %v, %v", ev, err)
+	}
+	pollWait(t, r.rx.cq, make([]cq.WC, 3), 3, 10*time.Second)
+	if err := r.srq.SetLimit(1 << 20); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("limit above the capacity: %v, want EINVAL", err)
+	}
+}
+
+// Resizing keeps what is posted: the kernel copies the receives into the
+// new ring, Resize maps it and unmaps the old one; messages then land in
+// the receives posted before and after, in order.
+func TestSRQResize(t *testing.T) {
+	r := newSRQRig(t, 1, qp.SRQAttr{MaxWR: 8})
+	r.postSRQ(t, 0, 5, 128)
+	// Two taken first, so that the old ring's indices are not where the
+	// new ring's start.
+	r.send(t, 0, 128, 1)
+	r.send(t, 0, 128, 2)
+	pollWait(t, r.rx.cq, make([]cq.WC, 2), 2, 10*time.Second)
+	before := uverbsMappings(t)
+	d0, _ := r.srq.Cap()
+	if err := r.srq.Resize(100); err != nil {
+		t.Fatal(err)
+	}
+	d1, _ := r.srq.Cap()
+	a, err := r.srq.Query()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("depth %d -> %d, query %+v", d0, d1, a)
+	if d1 < 100 || a.MaxWR < 100 {
+		t.Fatalf("after Resize(100): depth %d, query %+v", d1, a)
+	}
+	if got := uverbsMappings(t); got != before {
+		t.Errorf("%d uverbs mappings after the resize, %d before: the old ring was not unmapped", got, before)
+	}
+	r.postSRQ(t, 5, 60, 128) // more than the old depth
+	for i := range 63 {
+		r.send(t, 0, 128, byte(i+1))
+	}
+	wc := pollWait(t, r.rx.cq, make([]cq.WC, 63), 63, 20*time.Second)
+	for k, w := range wc {
+		if w.WRID != uint64(k+2) || w.Status != cq.Success {
+			t.Fatalf("completion %d: %+v", k, w)
+		}
+	}
+	// Shrinking below what is posted is refused; to what is posted, fine.
+	r.postSRQ(t, 0, 10, 128)
+	if err := r.srq.Resize(4); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("shrink below the posted receives: %v, want EINVAL", err)
+	}
+	if err := r.srq.Resize(16); err != nil {
+		t.Fatalf("shrink to 16 with 10 posted: %v", err)
+	}
+	for i := range 10 {
+		r.send(t, 0, 128, byte(i+1))
+	}
+	wc = pollWait(t, r.rx.cq, make([]cq.WC, 10), 10, 10*time.Second)
+	for k, w := range wc {
+		if w.WRID != uint64(k) || w.Status != cq.Success {
+			t.Fatalf("after shrinking, completion %d: %+v", k, w)
+		}
+	}
+}
+
+// Context.Close frees an SRQ left open with QPs on it (QPs first, then the
+// SRQ, then the PD), unmapping its ring.
+func TestSRQContextCloseFreesIt(t *testing.T) {
+	dev := devices(t, 1)[0]
+	d, err := uverbs.DeviceByName(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := uverbsMappings(t)
+	ctx, err := uverbs.Open(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cq.New(ctx, 16, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srq, err := qp.NewSRQ(pd, qp.SRQAttr{MaxWR: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c, SRQ: srq}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := srq.Close(); !errors.Is(err, unix.EBUSY) {
+		t.Errorf("closing an SRQ QPs use: %v, want EBUSY", err)
+	}
+	if err := ctx.Close(); err != nil {
+		t.Fatalf("Context.Close: %v", err)
+	}
+	if got := uverbsMappings(t); got != before {
+		t.Errorf("%d uverbs mappings after Close, %d before", got, before)
+	}
+	if err := srq.PostRecv([]qp.RecvWR{{ID: 1}}); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("PostRecv after Context.Close: %v", err)
+	}
+	if err := srq.Close(); err != nil {
+		t.Errorf("Close after Context.Close: %v", err)
+	}
+}

@@ -1,0 +1,117 @@
+// Command srq-pingpong is rdma-core's ibv_srq_pingpong in pure Go: the same
+// command line, defaults, TCP address exchange and output, so that either
+// end can be the C tool.
+//
+//	srq-pingpong [options]          start a server and wait for a connection
+//	srq-pingpong [options] <host>   connect to the server at <host>
+//
+// Each end creates -q RC queue pairs (16 by default) that all receive from
+// one shared receive queue of -r requests, trades the addresses of all of
+// them over TCP (always 256 records each way, as the C tool does; QP i
+// pairs with the peer's QP i), and then bounces -s byte messages over every
+// QP until -n messages in total went each way, polling the CQ or (-e)
+// sleeping on completion events. Each end prints one address line per QP
+// and its throughput and time per iteration.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"time"
+)
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// run is the whole program; it returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseOptions(args[1:])
+	switch {
+	case errors.Is(err, errUsage):
+		printUsage(stdout, args[0])
+		return 1
+	case err != nil:
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if err := pingpongMain(&o, stdout); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// pingpongMain runs one end in ibv_srq_pingpong's order.
+func pingpongMain(o *options, stdout io.Writer) (err error) {
+	e, err := openEndpoint(o)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, e.close()) }()
+	if err := e.fillSRQ(o.rxDepth); err != nil {
+		return err
+	}
+	if o.events {
+		if err := e.cq.ReqNotify(false); err != nil {
+			return fmt.Errorf("Couldn't request CQ notification: %w", err)
+		}
+	}
+	local, err := e.localPeers()
+	if err != nil {
+		return err
+	}
+	for _, p := range local {
+		printAddress(stdout, "local address: ", p)
+	}
+	client := o.server != ""
+	remote, err := func() ([]peerT, error) {
+		if client {
+			return dialExchange(o.server, o.port, local)
+		}
+		return acceptExchange(o.port, local, func(r []peerT) error { return e.connect(local, r) })
+	}()
+	if err != nil {
+		return err
+	}
+	for _, p := range remote {
+		printAddress(stdout, "remote address:", p)
+	}
+	if client {
+		if err := e.connect(local, remote); err != nil {
+			return err
+		}
+	}
+	if !o.events {
+		runtime.LockOSThread() // the poll loop spins
+		defer runtime.UnlockOSThread()
+	}
+	start := time.Now()
+	events, err := e.exchange(client)
+	elapsed := time.Since(start)
+	e.cq.Ack(events)
+	if err != nil {
+		return err
+	}
+	printSummary(stdout, o.size, o.iters, elapsed)
+	return nil
+}
+
+// printAddress prints one QP's address as ibv_srq_pingpong does; label is
+// "local address: " or "remote address:".
+func printAddress(w io.Writer, label string, p peerT) {
+	fmt.Fprintf(w, "  %s LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", label, p.LID, p.QPN, p.PSN, formatGID(p.GID))
+}
+
+// printSummary prints the two result lines with the C tool's arithmetic
+// (whole microseconds in a float, bytes = 2*size*iters).
+func printSummary(w io.Writer, size, iters int, elapsed time.Duration) {
+	usec := float32(elapsed.Microseconds())
+	bytes := int64(size) * int64(iters) * 2
+	secs := float64(usec) / 1e6
+	fmt.Fprintf(w, "%d bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, secs, float64(bytes)*8/float64(usec))
+	fmt.Fprintf(w, "%d iters in %.2f seconds = %.2f usec/iter\n", iters, secs, float64(usec/float32(iters)))
+}

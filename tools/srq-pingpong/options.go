@@ -1,0 +1,147 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// maxQP is the C tool's MAX_QP: the number of address records each side
+// sends, whatever -q says (the unused ones are all zeros).
+const maxQP = 256
+
+// options is the parsed command line, with ibv_srq_pingpong's defaults.
+type options struct {
+	server   string
+	port     int
+	ibDev    string
+	ibPort   uint8
+	size     int
+	mtu      uverbs.MTU
+	numQP    int
+	rxDepth  int
+	iters    int
+	sl       uint8
+	events   bool
+	gidIndex int // -1: no GID, the address vector has no GRH
+}
+
+// defaultOptions are ibv_srq_pingpong's defaults.
+func defaultOptions() options {
+	return options{port: 18515, ibPort: 1, size: 4096, mtu: uverbs.MTU1024, numQP: 16, rxDepth: 500, iters: 1000, gidIndex: -1}
+}
+
+// optionSpecs are ibv_srq_pingpong's options (rdma-core v44).
+var optionSpecs = []optSpec{
+	{'p', "port", true}, {'d', "ib-dev", true}, {'i', "ib-port", true},
+	{'s', "size", true}, {'m', "mtu", true}, {'q', "num-qp", true},
+	{'r', "rx-depth", true}, {'n', "iters", true}, {'l', "sl", true},
+	{'e', "events", false}, {'g', "gid-idx", true},
+}
+
+// errUsage asks the caller to print the usage text and fail.
+var errUsage = errors.New("usage")
+
+func parseOptions(args []string) (options, error) {
+	o := defaultOptions()
+	vals, operands, err := getopt(optionSpecs, args)
+	if err != nil {
+		return o, err
+	}
+	for _, v := range vals {
+		if err := o.set(v.short, v.arg); err != nil {
+			return o, err
+		}
+	}
+	switch len(operands) {
+	case 0:
+	case 1:
+		o.server = operands[0]
+	default:
+		return o, errUsage
+	}
+	if o.numQP > o.rxDepth {
+		return o, fmt.Errorf("rx_depth %d is too small for %d QPs -- must have at least one receive per QP.", o.rxDepth, o.numQP)
+	}
+	return o, nil
+}
+
+func (o *options) set(c rune, arg string) error {
+	var err error
+	var n int
+	switch c {
+	case 'p':
+		o.port, err = number(arg, 0, 65535)
+	case 'd':
+		o.ibDev = arg
+	case 'i':
+		n, err = number(arg, 1, 255)
+		o.ibPort = uint8(n)
+	case 's':
+		o.size, err = number(arg, 1, 1<<31-1)
+	case 'm':
+		if n, err = number(arg, 0, 1<<31-1); err == nil {
+			if o.mtu = mtuFromBytes(n); o.mtu == 0 {
+				err = errUsage
+			}
+		}
+	case 'q':
+		// The C tool has room for MAX_QP queue pairs and does not check.
+		o.numQP, err = number(arg, 1, maxQP)
+	case 'r':
+		o.rxDepth, err = number(arg, 1, 1<<31-1)
+	case 'n':
+		o.iters, err = number(arg, 0, 1<<31-1)
+	case 'l':
+		n, err = number(arg, 0, 15)
+		o.sl = uint8(n)
+	case 'e':
+		o.events = true
+	case 'g':
+		o.gidIndex, err = number(arg, -1<<31, 1<<31-1)
+	}
+	return err
+}
+
+// number parses a strtol-style integer (base prefix allowed) within
+// [lo, hi]; anything else is a usage error.
+func number(s string, lo, hi int) (int, error) {
+	n, err := strconv.ParseInt(s, 0, 64)
+	if err != nil || n < int64(lo) || n > int64(hi) {
+		return 0, errUsage
+	}
+	return int(n), nil
+}
+
+// mtuFromBytes is pp_mtu_to_enum.
+func mtuFromBytes(n int) uverbs.MTU {
+	for m := uverbs.MTU256; m <= uverbs.MTU4096; m++ {
+		if m.Bytes() == n {
+			return m
+		}
+	}
+	return 0
+}
+
+func printUsage(w io.Writer, argv0 string) {
+	fmt.Fprintf(w, `Usage:
+  %[1]s            start a server and wait for connection
+  %[1]s <host>     connect to server at <host>
+
+Options:
+  -p, --port=<port>      listen on/connect to port <port> (default 18515)
+  -d, --ib-dev=<dev>     use IB device <dev> (default first device found)
+  -i, --ib-port=<port>   use port <port> of IB device (default 1)
+  -s, --size=<size>      size of message to exchange (default 4096)
+  -m, --mtu=<size>       path MTU (default 1024)
+  -q, --num-qp=<num>     number of QPs to use (default 16)
+  -r, --rx-depth=<dep>   number of receives to post at a time (default 500)
+  -n, --iters=<iters>    number of exchanges per QP(default 1000)
+  -l, --sl=<sl>          service level value
+  -e, --events           sleep on CQ events (default poll)
+  -g, --gid-idx=<gid index> local port gid index
+`, argv0)
+}
