@@ -31,10 +31,11 @@ func (o *once) do(destroy func() error) error {
 func (o *once) closed() bool { return o.done.Load() }
 
 // Levels in which Context.Close destroys what is still open: each object
-// before anything it uses (QPs use CQs and PDs; MRs use PDs; CQs use
-// channels).
+// before anything it uses (memory windows hold their MR and, bound, their
+// QP; QPs use CQs and PDs; MRs use PDs; CQs use channels).
 const (
-	levelQP = iota
+	levelMW = iota
+	levelQP
 	levelCQMR
 	levelPD
 	levelChannel
