@@ -20,11 +20,17 @@ const allRemote = uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead | uverbs.Ac
 // access, with the given ends' options; a is the requester, b the responder.
 func opsPair(t testing.TB, o endOpts) (a, b *qpEnd) {
 	t.Helper()
+	return opsPairAccess(t, o, allRemote)
+}
+
+// opsPairAccess is opsPair with the QPs granting access.
+func opsPairAccess(t testing.TB, o endOpts, access uverbs.Access) (a, b *qpEnd) {
+	t.Helper()
 	devs := devices(t, 2)
 	a, b = openEnd(t, devs[0], o), openEnd(t, devs[1], o)
 	for _, s := range []struct{ local, remote *qpEnd }{{a, b}, {b, a}} {
 		q := s.local.qp
-		if err := q.ToInit(qp.InitParams{Access: allRemote}); err != nil {
+		if err := q.ToInit(qp.InitParams{Access: access}); err != nil {
 			t.Fatal(err)
 		}
 		if err := q.ToRTR(qp.RTRParams{
