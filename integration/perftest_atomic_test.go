@@ -71,22 +71,30 @@ func parsePerftestDest(msg []byte) (perftestDest, error) {
 	return d, nil
 }
 
-// perftestServer speaks the server side of perftest's TCP exchange (no
-// rdma_cm) for a half-duplex BW test: it always reads the client's part of
-// an exchange first, then writes its own.
+// perftestServer speaks one side of perftest's TCP exchange (no rdma_cm)
+// for a half-duplex BW test: the server reads the other side's part of an
+// exchange first, then writes its own; the client the other way round.
 type perftestServer struct {
-	t    *testing.T
-	conn net.Conn
+	t      *testing.T
+	conn   net.Conn
+	client bool
 }
 
 func (s *perftestServer) xchg(mine []byte) []byte {
 	s.t.Helper()
 	theirs := make([]byte, len(mine))
+	if s.client {
+		if _, err := s.conn.Write(mine); err != nil {
+			s.t.Fatalf("perftest exchange: write: %v", err)
+		}
+	}
 	if _, err := io.ReadFull(s.conn, theirs); err != nil {
 		s.t.Fatalf("perftest exchange (%d bytes): read: %v", len(mine), err)
 	}
-	if _, err := s.conn.Write(mine); err != nil {
-		s.t.Fatalf("perftest exchange: write: %v", err)
+	if !s.client {
+		if _, err := s.conn.Write(mine); err != nil {
+			s.t.Fatalf("perftest exchange: write: %v", err)
+		}
 	}
 	return theirs
 }
@@ -209,5 +217,94 @@ func TestPerftestAtomicClientIntoGoMemory(t *testing.T) {
 			}
 			t.Logf("%d adds over %d words (e.g. word 0 = %d)", sum, len(touched), touched[0])
 		})
+	}
+}
+
+// The other direction: a Go client speaks perftest's exchange to an
+// ib_atomic_bw server (C, rxe0) and runs fetch-and-adds (+3) on one word
+// of the memory the C server registered. The old values come back in
+// steps of 3 from the word's initial value, and a final add of 0 shows
+// the total.
+func TestGoAtomicClientIntoPerftestMemory(t *testing.T) {
+	devs := devices(t, 2)
+	const port, n = 18641, 200
+	srv := startPeer(t, 2*time.Minute, "ib_atomic_bw", "-d", devs[0], "-x", "1", "-F", "-A", "FETCH_AND_ADD", "-n", "5", "-p", strconv.Itoa(port))
+	waitListening(t, srv, port, 30*time.Second)
+	e := openEnd(t, devs[1], endOpts{bufSize: 8 * (n + 2)})
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort("10.99.0.1", strconv.Itoa(port)), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(90 * time.Second))
+	s := &perftestServer{t: t, conn: conn, client: true}
+	version := make([]byte, 16)
+	copy(version, "6.06")
+	s.xchg(version)
+	be := func(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
+	s.xchg(be(4096))
+	s.xchg(be(64))
+	s.xchg([]byte{byte('0' + e.port.ActiveMTU), 0})
+	mine := perftestDest{outReads: 16, qpn: e.qp.Num(), psn: psn(e.qp), rkey: e.mr.RKey(), vaddr: e.mr.Addr(), gid: e.gid}
+	peer, err := parsePerftestDest(s.xchg(mine.marshal()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("server QPN %#x rkey %#x vaddr %#x out_reads %d", peer.qpn, peer.rkey, peer.vaddr, peer.outReads)
+	q := e.qp
+	if err := q.ToInit(qp.InitParams{Access: allRemote}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.ToRTR(qp.RTRParams{DestQPN: peer.qpn, RQPSN: peer.psn, PathMTU: e.port.ActiveMTU, DGID: peer.gid,
+		SGIDIndex: uint8(e.gidIndex), MaxDestRdAtomic: 16}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.ToRTS(qp.RTSParams{SQPSN: psn(q), MaxRdAtomic: uint8(max(1, min(peer.outReads, 16)))}); err != nil {
+		t.Fatal(err)
+	}
+	s.xchg(mine.marshal())
+	s.xchg(mine.marshal())
+
+	word := peer.vaddr + 64 // a word of the server's buffer
+	var first uint64
+	for i := range n {
+		post(t, e, qp.SendWR{ID: uint64(i), Opcode: qp.AtomicFetchAndAdd, Flags: qp.Signaled, RemoteAddr: word, RKey: peer.rkey,
+			CompareAdd: 3, SGEs: []uverbs.SGE{mustSGE(t, e.mr, 8*i, 8)}})
+		w := completion(t, e)
+		if w.Status != 0 || w.Opcode != 4 {
+			t.Fatalf("FAA %d: %v %v", i, w.Status, w.Opcode)
+		}
+		old := binary.NativeEndian.Uint64(e.buf.Bytes()[8*i:])
+		if i == 0 {
+			first = old
+		} else if old != first+3*uint64(i) {
+			t.Fatalf("FAA %d returned %d, want %d", i, old, first+3*uint64(i))
+		}
+	}
+	// A last add of 0 reads the word (the C server's QP grants atomics only).
+	post(t, e, qp.SendWR{ID: 999, Opcode: qp.AtomicFetchAndAdd, Flags: qp.Signaled, RemoteAddr: word, RKey: peer.rkey,
+		SGEs: []uverbs.SGE{mustSGE(t, e.mr, 8*n, 8)}})
+	if w := completion(t, e); w.Status != 0 {
+		t.Fatalf("read back: %v", w.Status)
+	}
+	if got := binary.NativeEndian.Uint64(e.buf.Bytes()[8*n:]); got != first+3*n {
+		t.Fatalf("the word holds %d after %d adds of 3 from %d", got, n, first)
+	}
+	t.Logf("%d FAAs on the C server's word: %d → %d", n, first, first+3*n)
+
+	s.xchg(mine.marshal()) // finished
+	rep := make([]byte, 8)
+	binary.BigEndian.PutUint64(rep, 8)
+	s.xchg(rep) // size
+	binary.BigEndian.PutUint64(rep, n)
+	s.xchg(rep) // iters
+	for range 3 {
+		s.xchg(make([]byte, 8))
+	}
+	s.xchg(mine.marshal()) // close
+	conn.Write([]byte("done\x00"))
+	out := srv.wait(t)
+	if line := perftestLine.FindString(out); line != "" {
+		t.Logf("ib_atomic_bw server printed: %s", strings.TrimSpace(line))
 	}
 }
