@@ -99,6 +99,83 @@ func (s *perftestServer) xchg(mine []byte) []byte {
 	return theirs
 }
 
+// perftest's page-sized cycle buffer and cache-line step, which the Go
+// side announces (perftest takes the larger of both sides').
+const cycle, stride = 4096, 64
+
+// servePerftest plays the server of a perftest BW tool (rdma-core's
+// perftest, no rdma_cm) on e's QP with target as the memory the client
+// addresses, runs the C client on rxe1 with args, and returns its output.
+// With ok false the client is expected to fail once it runs (a completion
+// error): the rest of the exchange may then break off, and the client's
+// error is returned in the output instead of failing the test.
+func servePerftest(t *testing.T, e *qpEnd, target *uverbs.MR, ok bool, tool string, args ...string) string {
+	t.Helper()
+	devs := devices(t, 2)
+	ln, err := net.Listen("tcp", "10.99.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	cli := startPeer(t, 2*time.Minute, tool, append([]string{"-d", devs[1], "-x", "1", "-F", "-p", strconv.Itoa(port)},
+		append(args, "10.99.0.1")...)...)
+	ln.(*net.TCPListener).SetDeadline(time.Now().Add(30 * time.Second))
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatalf("accept: %v\n%s", err, cli.out.String())
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(90 * time.Second))
+	s := &perftestServer{t: t, conn: conn}
+
+	version := make([]byte, 16) // char version[MAX_VERSION]
+	copy(version, "6.06")
+	t.Logf("client perftest version %q", strings.TrimRight(string(s.xchg(version)), "\x00"))
+	be := func(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
+	s.xchg(be(cycle))  // cycle_buffer
+	s.xchg(be(stride)) // cache_line_size
+	mtu := []byte{byte('0' + e.port.ActiveMTU), 0}
+	if rem := s.xchg(mtu); rem[0] != mtu[0] {
+		t.Logf("client MTU %q, ours %q", rem[:1], mtu[:1])
+	}
+
+	const outReads = 16
+	mine := perftestDest{outReads: outReads, qpn: e.qp.Num(), psn: psn(e.qp), rkey: target.RKey(), vaddr: target.Addr(), gid: e.gid}
+	peer, err := parsePerftestDest(s.xchg(mine.marshal()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("client QPN %#x PSN %#x out_reads %d GID %v", peer.qpn, peer.psn, peer.outReads, peer.gid)
+	q := e.qp
+	if err := q.ToInit(qp.InitParams{Access: allRemote}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.ToRTR(qp.RTRParams{DestQPN: peer.qpn, RQPSN: peer.psn, PathMTU: e.port.ActiveMTU, DGID: peer.gid,
+		SGIDIndex: uint8(e.gidIndex), MaxDestRdAtomic: outReads}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.ToRTS(qp.RTSParams{SQPSN: psn(q), MaxRdAtomic: uint8(max(1, min(peer.outReads, 16)))}); err != nil {
+		t.Fatal(err)
+	}
+	s.xchg(mine.marshal()) // the "remote" round
+	s.xchg(mine.marshal()) // after RTR
+	if !ok {
+		<-cli.done
+		if cli.err == nil {
+			t.Fatalf("%s client succeeded, want a failure:\n%s", tool, cli.out.String())
+		}
+		return cli.out.String() + "\n" + cli.err.Error()
+	}
+	s.xchg(mine.marshal()) // the client has finished its iterations
+	for range 5 {          // size, iters, peak, average, message rate
+		s.xchg(make([]byte, 8))
+	}
+	s.xchg(mine.marshal()) // close
+	conn.Write([]byte("done\x00"))
+	return cli.wait(t)
+}
+
 // A perftest ib_atomic_bw client (C, rxe1) runs FETCH_AND_ADD against
 // memory the Go side registered on rxe0 behind a Go RC QP, connected
 // through perftest's own exchange spoken by the test. Every one of the
@@ -117,7 +194,6 @@ func TestPerftestAtomicClientIntoGoMemory(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			devs := devices(t, 2)
 			e := openEnd(t, devs[0], endOpts{})
-			const cycle, stride = 4096, 64 // perftest's page-sized cycle buffer, cache-line steps
 			target := extraMR(t, e, 2*cycle, uverbs.AccessLocalWrite|allRemote)
 			mem := target.Buffer().Bytes()
 			clear(mem)
@@ -130,61 +206,7 @@ func TestPerftestAtomicClientIntoGoMemory(t *testing.T) {
 				}
 			}
 
-			ln, err := net.Listen("tcp", "10.99.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			port := ln.Addr().(*net.TCPAddr).Port
-			cli := startPeer(t, 2*time.Minute, "ib_atomic_bw", "-d", devs[1], "-x", "1", "-F", "-A", tc.typ,
-				"-n", strconv.Itoa(tc.iters), "-p", strconv.Itoa(port), "10.99.0.1")
-			ln.(*net.TCPListener).SetDeadline(time.Now().Add(30 * time.Second))
-			conn, err := ln.Accept()
-			if err != nil {
-				t.Fatalf("accept: %v\n%s", err, cli.out.String())
-			}
-			defer conn.Close()
-			conn.SetDeadline(time.Now().Add(90 * time.Second))
-			s := &perftestServer{t: t, conn: conn}
-
-			version := make([]byte, 16) // char version[MAX_VERSION]
-			copy(version, "6.06")
-			t.Logf("client perftest version %q", strings.TrimRight(string(s.xchg(version)), "\x00"))
-			be := func(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
-			s.xchg(be(cycle))  // cycle_buffer
-			s.xchg(be(stride)) // cache_line_size
-			mtu := []byte{byte('0' + e.port.ActiveMTU), 0}
-			if rem := s.xchg(mtu); rem[0] != mtu[0] {
-				t.Logf("client MTU %q, ours %q", rem[:1], mtu[:1])
-			}
-
-			const outReads = 16
-			mine := perftestDest{outReads: outReads, qpn: e.qp.Num(), psn: psn(e.qp), rkey: target.RKey(), vaddr: target.Addr(), gid: e.gid}
-			peer, err := parsePerftestDest(s.xchg(mine.marshal()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("client QPN %#x PSN %#x out_reads %d GID %v", peer.qpn, peer.psn, peer.outReads, peer.gid)
-			q := e.qp
-			if err := q.ToInit(qp.InitParams{Access: allRemote}); err != nil {
-				t.Fatal(err)
-			}
-			if err := q.ToRTR(qp.RTRParams{DestQPN: peer.qpn, RQPSN: peer.psn, PathMTU: e.port.ActiveMTU, DGID: peer.gid,
-				SGIDIndex: uint8(e.gidIndex), MaxDestRdAtomic: outReads}); err != nil {
-				t.Fatal(err)
-			}
-			if err := q.ToRTS(qp.RTSParams{SQPSN: psn(q), MaxRdAtomic: uint8(max(1, min(peer.outReads, 16)))}); err != nil {
-				t.Fatal(err)
-			}
-			s.xchg(mine.marshal()) // the "remote" round
-			s.xchg(mine.marshal()) // after RTR
-			s.xchg(mine.marshal()) // the client has finished its iterations
-			for range 5 {          // size, iters, peak, average, message rate
-				s.xchg(make([]byte, 8))
-			}
-			s.xchg(mine.marshal()) // close
-			conn.Write([]byte("done\x00"))
-			out := cli.wait(t)
+			out := servePerftest(t, e, target, true, "ib_atomic_bw", "-A", tc.typ, "-n", strconv.Itoa(tc.iters))
 			if line := perftestLine.FindString(out); line != "" {
 				t.Logf("ib_atomic_bw client: %s", strings.TrimSpace(line))
 			}
