@@ -44,6 +44,7 @@ const (
 	LocQPOpErr     = rxe.WCLocQPOpErr
 	LocProtErr     = rxe.WCLocProtErr
 	WRFlushErr     = rxe.WCWRFlushErr
+	MWBindErr      = rxe.WCMWBindErr
 	BadRespErr     = rxe.WCBadRespErr
 	LocAccessErr   = rxe.WCLocAccessErr
 	RemInvReqErr   = rxe.WCRemInvReqErr
@@ -62,6 +63,10 @@ const (
 	OpRDMARead        = rxe.WCRDMARead
 	OpCompSwap        = rxe.WCCompSwap
 	OpFetchAdd        = rxe.WCFetchAdd
+	OpBindMW          = rxe.WCBindMW
+	OpLocalInv        = rxe.WCLocalInv
+	OpFlush           = rxe.WCFlush       // kernel 6.2+
+	OpAtomicWrite     = rxe.WCAtomicWrite // kernel 6.2+
 	OpRecv            = rxe.WCRecv
 	OpRecvRDMAWithImm = rxe.WCRecvRDMAWithImm
 )

@@ -80,9 +80,22 @@ type SGE = uverbs.SGE
 //		Imm        uint32        // immediate data, host order (the *WithImm opcodes)
 //		SGEs       []uverbs.SGE  // gather list (scatter list for RDMARead); from MR.SGE
 //		Inline     []byte        // the payload of an Inline request, up to Cap.MaxInline
-//		RemoteAddr uint64        // the peer's memory, for the RDMA opcodes
+//		RemoteAddr uint64        // the peer's memory, for the RDMA, atomic and flush opcodes
 //		RKey       uint32
+//		CompareAdd uint64        // AtomicCmpAndSwp: compare; AtomicFetchAndAdd: addend
+//		Swap       uint64        // AtomicCmpAndSwp: swap; AtomicWrite: the value stored
+//		InvRKey    uint32        // SendWithInv (peer's window), LocalInv (this side's)
+//		Bind       MWBind        // BindMW: the window, region, range, access and new rkey
+//		Flush      FlushSpec     // Flush: length, placement type, level
 //	}
+//
+// The atomics (AtomicCmpAndSwp, AtomicFetchAndAdd) take exactly one SGE of
+// 8 bytes, where the old remote value lands, and an 8-byte aligned
+// RemoteAddr; PostSend refuses anything else with ErrAtomicSize or
+// ErrAtomicAlign. AtomicWrite and Flush exist from kernel 6.2 on; elsewhere
+// PostSend refuses them with ErrOpNotSupported (errors.Is
+// uverbs.ErrNotSupported). With the Fence flag a request waits until every
+// earlier RDMA READ and atomic has completed.
 type SendWR = rxe.SendWR
 
 // RecvWR is a receive work request: where one incoming message goes.
@@ -103,6 +116,34 @@ const (
 	RDMAWrite        = rxe.OpRDMAWrite
 	RDMAWriteWithImm = rxe.OpRDMAWriteWithImm
 	RDMARead         = rxe.OpRDMARead
+	// AtomicCmpAndSwp: 8-byte compare-and-swap at RemoteAddr (RC).
+	AtomicCmpAndSwp = rxe.OpAtomicCmpAndSwp
+	// AtomicFetchAndAdd: 8-byte fetch-and-add at RemoteAddr (RC).
+	AtomicFetchAndAdd = rxe.OpAtomicFetchAndAdd
+	// LocalInv invalidates this side's type 2 window InvRKey.
+	LocalInv = rxe.OpLocalInv
+	// BindMW binds a type 2 window (type 1: QP.BindMW).
+	BindMW = rxe.OpBindMW
+	// SendWithInv sends and invalidates the peer's type 2 window InvRKey.
+	SendWithInv = rxe.OpSendWithInv
+	// Flush (kernel 6.2+): make remote data visible/persistent.
+	Flush = rxe.OpFlush
+	// AtomicWrite (kernel 6.2+): 8-byte atomic store of Swap at RemoteAddr.
+	AtomicWrite = rxe.OpAtomicWrite
+)
+
+// MWBind is the binding of a BindMW request (see rxe.MWBind).
+type MWBind = rxe.MWBind
+
+// FlushSpec is what a Flush request flushes.
+type FlushSpec = rxe.FlushSpec
+
+// Flush placement types and levels.
+const (
+	FlushGlobal     = rxe.FlushGlobal
+	FlushPersistent = rxe.FlushPersistent
+	FlushRange      = rxe.FlushRange
+	FlushMR         = rxe.FlushMR
 )
 
 // SendFlags modify a send work request.
@@ -142,6 +183,13 @@ var (
 	ErrInlineTooLong = rxe.ErrInlineTooLong
 	ErrInvalidWR     = rxe.ErrInvalidWR
 	ErrClosed        = rxe.ErrClosed
+	// ErrAtomicAlign: an atomic's RemoteAddr is not 8-byte aligned.
+	ErrAtomicAlign = rxe.ErrAtomicAlign
+	// ErrAtomicSize: an atomic without exactly one 8-byte SGE.
+	ErrAtomicSize = rxe.ErrAtomicSize
+	// ErrOpNotSupported: the device lacks the opcode (AtomicWrite, Flush
+	// before 6.2); it matches uverbs.ErrNotSupported.
+	ErrOpNotSupported = rxe.ErrOpNotSupported
 	// ErrDoorbell: the requests were queued but the doorbell failed.
 	ErrDoorbell = rxe.ErrDoorbell
 	// ErrBadState: the QP's state does not allow posting (sends need RTS or

@@ -45,6 +45,11 @@ func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
 		}
 		return nil, err
 	}
+	// The 6.2+ opcodes are refused before posting where the device lacks
+	// them (on 6.1 rxe would fail the QP with LOC_QP_OP_ERR instead).
+	if attr, err := pd.Context().QueryDevice(); err == nil {
+		q.sq.caps = opCapsFrom(attr.DeviceCapFlags)
+	}
 	vqp.OnContextClose(func() {
 		q.sq.detach(nil)
 		q.release()

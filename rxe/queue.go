@@ -39,6 +39,7 @@ type sendQueue struct {
 	maxWR     int
 	maxSGE    int
 	maxInline int
+	caps      opCaps // optional opcodes the device executes
 	db        doorbell
 }
 
@@ -101,13 +102,17 @@ func (q *sendQueue) detach(destroy func() error) error {
 
 // check validates wr against the queue's limits and returns its length.
 func (q *sendQueue) check(wr *SendWR) (uint32, error) {
-	switch wr.Opcode {
-	case OpSend, OpSendWithImm, OpRDMAWrite, OpRDMAWriteWithImm, OpRDMARead:
-	default:
-		return 0, ErrInvalidWR
-	}
 	if wr.Flags&^knownSendFlags != 0 {
 		return 0, ErrInvalidWR
+	}
+	switch wr.Opcode {
+	case OpSend, OpSendWithImm, OpRDMAWrite, OpRDMAWriteWithImm, OpRDMARead, OpSendWithInv:
+	default:
+		n, ok, err := q.checkExt(wr)
+		if !ok {
+			return 0, ErrInvalidWR
+		}
+		return n, err
 	}
 	if wr.Flags&Inline != 0 {
 		if len(wr.SGEs) != 0 || wr.Opcode == OpRDMARead {

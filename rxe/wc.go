@@ -69,6 +69,8 @@ const (
 	WCFetchAdd        WCOpcode = 4   // IB_WC_FETCH_ADD
 	WCBindMW          WCOpcode = 5   // IB_WC_BIND_MW
 	WCLocalInv        WCOpcode = 6   // IB_WC_LOCAL_INV
+	WCFlush           WCOpcode = 8   // IB_WC_FLUSH (kernel 6.2+)
+	WCAtomicWrite     WCOpcode = 9   // IB_WC_ATOMIC_WRITE (kernel 6.2+)
 	WCRecv            WCOpcode = 128 // IB_WC_RECV
 	WCRecvRDMAWithImm WCOpcode = 129 // IB_WC_RECV_RDMA_WITH_IMM
 )
@@ -90,6 +92,10 @@ func (o WCOpcode) String() string {
 		return "BIND_MW"
 	case WCLocalInv:
 		return "LOCAL_INV"
+	case WCFlush:
+		return "FLUSH"
+	case WCAtomicWrite:
+		return "ATOMIC_WRITE"
 	case WCRecv:
 		return "RECV"
 	case WCRecvRDMAWithImm:

@@ -24,16 +24,53 @@ func encodeSend(p unsafe.Pointer, wr *SendWR, length, ssn uint32) {
 	if wr.Opcode.hasImm() {
 		binary.BigEndian.PutUint32(w.wr.ex[:], wr.Imm)
 	}
-	if wr.Opcode.isRDMA() {
-		r := w.wr.rdma()
-		r.remoteAddr = wr.RemoteAddr
-		r.rkey = wr.RKey
-		w.iova = wr.RemoteAddr
-	}
 	w.ssn = ssn
 	w.dma.length = length
 	w.dma.resid = length
 	payload := unsafe.Add(p, sendWQESize)
+	switch wr.Opcode {
+	case OpRDMAWrite, OpRDMAWriteWithImm, OpRDMARead:
+		r := w.wr.rdma()
+		r.remoteAddr = wr.RemoteAddr
+		r.rkey = wr.RKey
+		w.iova = wr.RemoteAddr
+	case OpSendWithInv, OpLocalInv:
+		binary.NativeEndian.PutUint32(w.wr.ex[:], wr.InvRKey)
+	case OpAtomicCmpAndSwp, OpAtomicFetchAndAdd:
+		a := w.wr.atomic()
+		a.remoteAddr = wr.RemoteAddr
+		a.compareAdd = wr.CompareAdd
+		if wr.Opcode == OpAtomicCmpAndSwp {
+			a.swap = wr.Swap
+		}
+		a.rkey = wr.RKey
+		w.iova = wr.RemoteAddr
+	case OpAtomicWrite:
+		r := w.wr.rdma()
+		r.remoteAddr = wr.RemoteAddr
+		r.rkey = wr.RKey
+		w.iova = wr.RemoteAddr
+		*(*uint64)(payload) = wr.Swap // dma.atomic_wr: the bytes stored remotely
+		return
+	case OpFlush:
+		f := w.wr.flush()
+		f.remoteAddr = wr.RemoteAddr
+		f.length = wr.Flush.Length
+		f.rkey = wr.RKey
+		f.typ = uint8(wr.Flush.Type)
+		f.level = uint8(wr.Flush.Level)
+		w.iova = wr.RemoteAddr
+		return
+	case OpBindMW:
+		m := w.wr.mw()
+		m.addr = wr.Bind.Addr
+		m.length = wr.Bind.Length
+		m.mrLKey = wr.Bind.MRLKey
+		m.mwRKey = wr.Bind.MWRKey
+		m.rkey = wr.Bind.NewRKey
+		m.access = uint32(wr.Bind.Access)
+		return
+	}
 	if wr.Flags&Inline != 0 {
 		copy(unsafe.Slice((*byte)(payload), len(wr.Inline)), wr.Inline)
 		return

@@ -27,19 +27,45 @@ const (
 	OpSend             Opcode = 2 // IB_UVERBS_WR_SEND
 	OpSendWithImm      Opcode = 3 // IB_UVERBS_WR_SEND_WITH_IMM
 	OpRDMARead         Opcode = 4 // IB_UVERBS_WR_RDMA_READ
+	// OpAtomicCmpAndSwp compares the 8 bytes at RemoteAddr with CompareAdd
+	// and, if equal, stores Swap; the old value lands in the one 8-byte SGE.
+	OpAtomicCmpAndSwp Opcode = 5 // IB_UVERBS_WR_ATOMIC_CMP_AND_SWP
+	// OpAtomicFetchAndAdd adds CompareAdd to the 8 bytes at RemoteAddr; the
+	// old value lands in the one 8-byte SGE.
+	OpAtomicFetchAndAdd Opcode = 6 // IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD
+	// OpLocalInv invalidates the type 2 memory window whose rkey is InvRKey.
+	OpLocalInv Opcode = 7 // IB_UVERBS_WR_LOCAL_INV
+	// OpBindMW binds a memory window as Bind describes.
+	OpBindMW Opcode = 8 // IB_UVERBS_WR_BIND_MW
+	// OpSendWithInv is a SEND that also invalidates the peer's type 2
+	// window whose rkey is InvRKey.
+	OpSendWithInv Opcode = 9 // IB_UVERBS_WR_SEND_WITH_INV
+	// OpFlush makes Flush.Length bytes at RemoteAddr visible (Flush.Type)
+	// at the peer; kernel 6.2 and later.
+	OpFlush Opcode = 14 // IB_UVERBS_WR_FLUSH
+	// OpAtomicWrite writes the 8 bytes of Swap (in host byte order) to
+	// RemoteAddr as one atomic store; kernel 6.2 and later.
+	OpAtomicWrite Opcode = 15 // IB_UVERBS_WR_ATOMIC_WRITE
 )
 
 var opcodeNames = [...]string{
-	OpRDMAWrite:        "RDMA_WRITE",
-	OpRDMAWriteWithImm: "RDMA_WRITE_WITH_IMM",
-	OpSend:             "SEND",
-	OpSendWithImm:      "SEND_WITH_IMM",
-	OpRDMARead:         "RDMA_READ",
+	OpRDMAWrite:         "RDMA_WRITE",
+	OpRDMAWriteWithImm:  "RDMA_WRITE_WITH_IMM",
+	OpSend:              "SEND",
+	OpSendWithImm:       "SEND_WITH_IMM",
+	OpRDMARead:          "RDMA_READ",
+	OpAtomicCmpAndSwp:   "ATOMIC_CMP_AND_SWP",
+	OpAtomicFetchAndAdd: "ATOMIC_FETCH_AND_ADD",
+	OpLocalInv:          "LOCAL_INV",
+	OpBindMW:            "BIND_MW",
+	OpSendWithInv:       "SEND_WITH_INV",
+	OpFlush:             "FLUSH",
+	OpAtomicWrite:       "ATOMIC_WRITE",
 }
 
 // String names the opcode like IBV_WR_*, without the prefix.
 func (o Opcode) String() string {
-	if int(o) < len(opcodeNames) {
+	if int(o) < len(opcodeNames) && opcodeNames[o] != "" {
 		return opcodeNames[o]
 	}
 	return "Opcode(" + strconv.FormatUint(uint64(o), 10) + ")"
@@ -90,9 +116,23 @@ type SendWR struct {
 	// Inline is the payload of an Inline request, at most the QP's granted
 	// max_inline_data bytes.
 	Inline []byte
-	// RemoteAddr and RKey address the peer's memory for the RDMA opcodes.
+	// RemoteAddr and RKey address the peer's memory for the RDMA, atomic
+	// and flush opcodes. Atomics need RemoteAddr 8-byte aligned.
 	RemoteAddr uint64
 	RKey       uint32
+	// CompareAdd and Swap are the atomic operands: the compare value and
+	// the swap value of OpAtomicCmpAndSwp, the addend of
+	// OpAtomicFetchAndAdd (CompareAdd), the value OpAtomicWrite stores
+	// (Swap).
+	CompareAdd uint64
+	Swap       uint64
+	// InvRKey is the rkey OpSendWithInv invalidates at the peer and
+	// OpLocalInv invalidates here.
+	InvRKey uint32
+	// Bind is the binding OpBindMW makes.
+	Bind MWBind
+	// Flush is what OpFlush flushes.
+	Flush FlushSpec
 }
 
 // RecvWR is a receive work request: the scatter list one incoming message

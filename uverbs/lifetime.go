@@ -31,10 +31,11 @@ func (o *once) do(destroy func() error) error {
 func (o *once) closed() bool { return o.done.Load() }
 
 // Levels in which Context.Close destroys what is still open: each object
-// before anything it uses (QPs use SRQs, CQs and PDs; SRQs and MRs use PDs;
-// CQs use channels).
+// before anything it uses (memory windows hold their MR and, bound, their
+// QP; QPs use SRQs, CQs and PDs; SRQs and MRs use PDs; CQs use channels).
 const (
-	levelQP = iota
+	levelMW = iota
+	levelQP
 	levelSRQ
 	levelCQMR
 	levelPD

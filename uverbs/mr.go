@@ -22,6 +22,10 @@ const (
 	AccessZeroBased    Access = 1 << 5
 	AccessOnDemand     Access = 1 << 6
 	AccessHugeTLB      Access = 1 << 7
+	// AccessFlushGlobal and AccessFlushPersistent let peers FLUSH the
+	// region (kernel 6.2+).
+	AccessFlushGlobal     Access = 1 << 8
+	AccessFlushPersistent Access = 1 << 9
 
 	// AccessRelaxedOrdering is an optional flag: devices that do not
 	// know it ignore it.
@@ -36,6 +40,7 @@ var accessNames = []struct {
 	{AccessRemoteRead, "RemoteRead"}, {AccessRemoteAtomic, "RemoteAtomic"},
 	{AccessMWBind, "MWBind"}, {AccessZeroBased, "ZeroBased"},
 	{AccessOnDemand, "OnDemand"}, {AccessHugeTLB, "HugeTLB"},
+	{AccessFlushGlobal, "FlushGlobal"}, {AccessFlushPersistent, "FlushPersistent"},
 	{AccessRelaxedOrdering, "RelaxedOrdering"},
 }
 

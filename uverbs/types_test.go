@@ -40,7 +40,7 @@ func TestEnums(t *testing.T) {
 	if MTU1024.String() != "1024" || PortActive.String() != "ACTIVE" || QPStateRTS.String() != "RTS" || QPTypeRC.String() != "RC" {
 		t.Error("enum names")
 	}
-	if s := (AccessLocalWrite | AccessRemoteRead | 1<<9).String(); s != "LocalWrite|RemoteRead|0x200" {
+	if s := (AccessLocalWrite | AccessRemoteRead | AccessFlushPersistent | 1<<12).String(); s != "LocalWrite|RemoteRead|FlushPersistent|0x1000" {
 		t.Errorf("Access string %q", s)
 	}
 }
