@@ -13,7 +13,9 @@ import (
 // Type is the transport of a queue pair.
 type Type = uverbs.QPType
 
-// Queue pair types. Only RC is supported so far.
+// Queue pair types: RC (reliable connected), UC (unreliable connected:
+// SEND, SEND_WITH_IMM, RDMA WRITE, WRITE_WITH_IMM) and UD (datagrams:
+// SEND and SEND_WITH_IMM, each at most the port's MTU).
 const (
 	RC = uverbs.QPTypeRC
 	UC = uverbs.QPTypeUC
@@ -82,6 +84,9 @@ type SGE = uverbs.SGE
 //		Inline     []byte        // the payload of an Inline request, up to Cap.MaxInline
 //		RemoteAddr uint64        // the peer's memory, for the RDMA opcodes
 //		RKey       uint32
+//		AH         *AH           // UD only: the destination's address handle (NewAH)
+//		RemoteQPN  uint32        // UD only: the destination QP (MulticastQPN for a group)
+//		RemoteQKey uint32        // UD only: its Q_Key (top bit set: this QP's own)
 //	}
 type SendWR = rxe.SendWR
 
@@ -142,6 +147,12 @@ var (
 	ErrInlineTooLong = rxe.ErrInlineTooLong
 	ErrInvalidWR     = rxe.ErrInvalidWR
 	ErrClosed        = rxe.ErrClosed
+	// ErrOpcodeTransport: the opcode (or an AH) does not fit the QP's
+	// transport, e.g. RDMA on UD, RDMA READ on UC.
+	ErrOpcodeTransport = rxe.ErrOpcodeTransport
+	// ErrMessageTooLong: a UD payload longer than the port's MTU (rxe would
+	// report it sent and send nothing) (EMSGSIZE).
+	ErrMessageTooLong = rxe.ErrMessageTooLong
 	// ErrDoorbell: the requests were queued but the doorbell failed.
 	ErrDoorbell = rxe.ErrDoorbell
 	// ErrBadState: the QP's state does not allow posting (sends need RTS or

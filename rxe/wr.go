@@ -93,6 +93,13 @@ type SendWR struct {
 	// RemoteAddr and RKey address the peer's memory for the RDMA opcodes.
 	RemoteAddr uint64
 	RKey       uint32
+	// AH, RemoteQPN and RemoteQKey address a UD request: the address
+	// handle of the destination, its QP number (0xffffff for a multicast
+	// group) and the Q_Key it expects (a Q_Key with the top bit set takes
+	// the sending QP's own Q_Key instead). Only UD requests have them.
+	AH         *AH
+	RemoteQPN  uint32
+	RemoteQKey uint32
 }
 
 // RecvWR is a receive work request: the scatter list one incoming message
