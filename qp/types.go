@@ -86,7 +86,7 @@ type SGE = uverbs.SGE
 //		RKey       uint32
 //		AH         *AH           // UD only: the destination's address handle (NewAH)
 //		RemoteQPN  uint32        // UD only: the destination QP (MulticastQPN for a group)
-//		RemoteQKey uint32        // UD only: its Q_Key (top bit set: this QP's own)
+//		RemoteQKey uint32        // UD only: its Q_Key, sent as it is
 //	}
 type SendWR = rxe.SendWR
 

@@ -47,8 +47,7 @@ const MulticastQPN = 0xffffff
 // UDOptions are the attributes ActivateUD sets.
 type UDOptions struct {
 	// QKey is the Q_Key datagrams to this QP must carry; others are
-	// dropped. A send whose RemoteQKey has the top bit set carries this
-	// one instead.
+	// dropped by the receiving rxe without a trace on either side.
 	QKey      uint32
 	SendPSN   uint32 // the first send PSN (24 bits)
 	Port      uint8  // 0 means port 1

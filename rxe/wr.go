@@ -95,8 +95,9 @@ type SendWR struct {
 	RKey       uint32
 	// AH, RemoteQPN and RemoteQKey address a UD request: the address
 	// handle of the destination, its QP number (0xffffff for a multicast
-	// group) and the Q_Key it expects (a Q_Key with the top bit set takes
-	// the sending QP's own Q_Key instead). Only UD requests have them.
+	// group) and the Q_Key it expects. rdma_rxe sends the Q_Key as it is
+	// (a top bit set does not select the sending QP's own). Only UD
+	// requests have them.
 	AH         *AH
 	RemoteQPN  uint32
 	RemoteQKey uint32
