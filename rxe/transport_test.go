@@ -59,10 +59,10 @@ func TestUDRefusals(t *testing.T) {
 		wr   SendWR
 		want error
 	}{
-		"MTU+1 bytes": {SendWR{Opcode: OpSend, AH: ah, SGEs: []SGE{{Length: 1000}, {Length: 25}}}, ErrMessageTooLong},
-		"RDMA WRITE": {SendWR{Opcode: OpRDMAWrite, AH: ah}, ErrOpcodeTransport},
-		"RDMA READ": {SendWR{Opcode: OpRDMARead, AH: ah}, ErrOpcodeTransport},
-		"no AH": {SendWR{Opcode: OpSend}, ErrOpcodeTransport},
+		"MTU+1 bytes":  {SendWR{Opcode: OpSend, AH: ah, SGEs: []SGE{{Length: 1000}, {Length: 25}}}, ErrMessageTooLong},
+		"RDMA WRITE":   {SendWR{Opcode: OpRDMAWrite, AH: ah}, ErrOpcodeTransport},
+		"RDMA READ":    {SendWR{Opcode: OpRDMARead, AH: ah}, ErrOpcodeTransport},
+		"no AH":        {SendWR{Opcode: OpSend}, ErrOpcodeTransport},
 		"inline MTU+1": {SendWR{Opcode: OpSend, AH: ah, Flags: Inline, Inline: make([]byte, 1025)}, ErrInlineTooLong},
 	} {
 		if err := sq.post([]SendWR{ok, c.wr}); !errors.Is(err, c.want) {
