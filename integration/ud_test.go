@@ -291,13 +291,13 @@ func TestUDZeroAllocs(t *testing.T) {
 		if err := a.qp.PostSend(send); err != nil {
 			t.Fatal(err)
 		}
-		for got := 0; got < 1; {
-			n, _ := a.cq.Poll(wc)
-			got += n
-		}
-		for got := 0; got < 1; {
-			n, _ := b.cq.Poll(wc)
-			got += n
+		for _, c := range []*cq.CQ{a.cq, b.cq} {
+			deadline := time.Now().Add(10 * time.Second)
+			for n := 0; n == 0; n, _ = c.Poll(wc) {
+				if time.Now().After(deadline) {
+					t.Fatal("no completion after 10 s")
+				}
+			}
 		}
 		if _, err := qp.ParseDatagram(&wc[0], b.buf.Bytes()); err != nil {
 			t.Fatal(err)
