@@ -4,6 +4,7 @@ package integration
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -44,6 +45,7 @@ type endOpts struct {
 	cqe     int
 	cap     qp.Cap
 	channel bool
+	typ     qp.Type // 0 means RC
 }
 
 // mappedGID finds the port's IPv4-mapped RoCE v2 GID in sysfs, the kernel's
@@ -111,7 +113,7 @@ func openEnd(t testing.TB, dev string, o endOpts) *qpEnd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { closeOK(t, "CQ", e.cq.Close()) })
-	if e.qp, err = qp.New(e.pd, qp.InitAttr{Type: qp.RC, SendCQ: e.cq, RecvCQ: e.cq, Cap: o.cap}); err != nil {
+	if e.qp, err = qp.New(e.pd, qp.InitAttr{Type: cmp.Or(o.typ, qp.RC), SendCQ: e.cq, RecvCQ: e.cq, Cap: o.cap}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { closeOK(t, "QP", e.qp.Close()) })

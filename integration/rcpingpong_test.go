@@ -77,7 +77,7 @@ func (r pingpongRun) run(t *testing.T, limit time.Duration) (serverOut, clientOu
 	return srv.wait(t), clientOut
 }
 
-var pingpongAddr = regexp.MustCompile(`(?m)^  (local|remote) address: +LID 0x([0-9a-f]{4}), QPN 0x([0-9a-f]{6}), PSN 0x([0-9a-f]{6}), GID (\S+)$`)
+var pingpongAddr = regexp.MustCompile(`(?m)^  (local|remote) address: +LID 0x([0-9a-f]{4}), QPN 0x([0-9a-f]{6}), PSN 0x([0-9a-f]{6})[,:] GID (\S+)$`)
 
 // addresses returns the "local address" and "remote address" lines' fields
 // (LID, QPN, PSN, GID) of one end's output.

@@ -22,7 +22,7 @@ const (
 
 // InitAttr describes a queue pair to create.
 type InitAttr struct {
-	Type   Type // RC (UC, UD and SRQs come later)
+	Type   Type // RC, UC or UD
 	SendCQ *cq.CQ
 	RecvCQ *cq.CQ
 	// Cap is what to ask for; zero WR counts mean 128 and zero SGE counts
@@ -53,7 +53,7 @@ type QP struct {
 
 // New creates a queue pair in the RESET state on pd's device.
 func New(pd *uverbs.PD, attr InitAttr) (*QP, error) {
-	if attr.Type != RC {
+	if attr.Type != RC && attr.Type != UC && attr.Type != UD {
 		return nil, fmt.Errorf("qp: create: %v queue pairs: %w", attr.Type, ErrNotSupported)
 	}
 	if attr.SendCQ == nil || attr.RecvCQ == nil {

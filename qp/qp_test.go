@@ -325,8 +325,8 @@ func BenchmarkPostSend(b *testing.B) {
 // the documented defaults for zero counts (the VM test TestQPNewDefaults
 // checks that the kernel got them, and Modify's state tracking).
 func TestNewArguments(t *testing.T) {
-	if _, err := New(nil, InitAttr{Type: UD}); !errors.Is(err, ErrNotSupported) {
-		t.Errorf("New(UD) = %v, want ErrNotSupported", err)
+	if _, err := New(nil, InitAttr{Type: Type(8)}); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("New(QP type 8) = %v, want ErrNotSupported", err)
 	}
 	if _, err := New(nil, InitAttr{Type: RC}); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("New(RC) without CQs = %v, want EINVAL", err)

@@ -24,14 +24,16 @@ type InitParams struct {
 	Port      uint8 // 0 means port 1
 	PKeyIndex uint16
 	// Access is what the remote side may do (uverbs.AccessRemoteWrite,
-	// uverbs.AccessRemoteRead, uverbs.AccessRemoteAtomic).
+	// uverbs.AccessRemoteRead, uverbs.AccessRemoteAtomic); not on UD.
 	Access uverbs.Access
+	// QKey is a UD QP's Q_Key (UD only, where it replaces Access).
+	QKey uint32
 }
 
 // ToInit moves the QP from RESET to INIT.
 func (q *QP) ToInit(p InitParams) error {
-	attr := Attr{State: Init, PKeyIndex: p.PKeyIndex, PortNum: cmp.Or(p.Port, defaultPort), AccessFlags: p.Access}
-	return q.Modify(&attr, AttrState|AttrPKeyIndex|AttrPort|AttrAccessFlags)
+	attr := Attr{State: Init, PKeyIndex: p.PKeyIndex, PortNum: cmp.Or(p.Port, defaultPort), AccessFlags: p.Access, QKey: p.QKey}
+	return q.Modify(&attr, q.transportMask(Init, AttrState|AttrPKeyIndex|AttrPort|AttrAccessFlags))
 }
 
 // RTRParams are the INIT→RTR attributes: who the peer is and how to reach
@@ -54,7 +56,9 @@ type RTRParams struct {
 	MinRNRTimer uint8
 }
 
-// ToRTR moves the QP from INIT to RTR (ready to receive).
+// ToRTR moves the QP from INIT to RTR (ready to receive). A UC QP takes
+// no RDMA READ or RNR attributes (MaxDestRdAtomic, MinRNRTimer are not
+// sent); a UD QP takes none of these parameters.
 func (q *QP) ToRTR(p RTRParams) error {
 	attr := Attr{
 		State:           RTR,
@@ -73,7 +77,7 @@ func (q *QP) ToRTR(p RTRParams) error {
 			},
 		},
 	}
-	return q.Modify(&attr, AttrState|AttrAV|AttrPathMTU|AttrDestQPN|AttrRQPSN|AttrMaxDestRdAtomic|AttrMinRNRTimer)
+	return q.Modify(&attr, q.transportMask(RTR, AttrState|AttrAV|AttrPathMTU|AttrDestQPN|AttrRQPSN|AttrMaxDestRdAtomic|AttrMinRNRTimer))
 }
 
 // RTSParams are the RTR→RTS attributes.
@@ -85,7 +89,8 @@ type RTSParams struct {
 	MaxRdAtomic uint8  // RDMA READs outstanding from here; 0 means 1
 }
 
-// ToRTS moves the QP from RTR to RTS (ready to send). The zero defaults
+// ToRTS moves the QP from RTR to RTS (ready to send). UC and UD QPs take
+// only the send PSN (nothing else is sent). The zero defaults
 // cannot express a literal 0; use Modify for that.
 func (q *QP) ToRTS(p RTSParams) error {
 	attr := Attr{
@@ -96,7 +101,7 @@ func (q *QP) ToRTS(p RTSParams) error {
 		RNRRetry:    cmp.Or(p.RNRRetry, defaultRNRRetry),
 		MaxRdAtomic: cmp.Or(p.MaxRdAtomic, defaultRdAtomic),
 	}
-	return q.Modify(&attr, AttrState|AttrSQPSN|AttrTimeout|AttrRetryCnt|AttrRNRRetry|AttrMaxQPRdAtomic)
+	return q.Modify(&attr, q.transportMask(RTS, AttrState|AttrSQPSN|AttrTimeout|AttrRetryCnt|AttrRNRRetry|AttrMaxQPRdAtomic))
 }
 
 // ToError moves the QP to ERROR: outstanding and posted work completes with

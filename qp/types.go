@@ -13,7 +13,9 @@ import (
 // Type is the transport of a queue pair.
 type Type = uverbs.QPType
 
-// Queue pair types. Only RC is supported so far.
+// Queue pair types: RC (reliable connected), UC (unreliable connected:
+// SEND, SEND_WITH_IMM, RDMA WRITE, WRITE_WITH_IMM) and UD (datagrams:
+// SEND and SEND_WITH_IMM, each at most the port's MTU).
 const (
 	RC = uverbs.QPTypeRC
 	UC = uverbs.QPTypeUC
@@ -87,6 +89,9 @@ type SGE = uverbs.SGE
 //		InvRKey    uint32        // SendWithInv (peer's window), LocalInv (this side's)
 //		Bind       MWBind        // BindMW: the window, region, range, access and new rkey
 //		Flush      FlushSpec     // Flush: length, placement type, level
+//		AH         *AH           // UD only: the destination's address handle (NewAH)
+//		RemoteQPN  uint32        // UD only: the destination QP (MulticastQPN for a group)
+//		RemoteQKey uint32        // UD only: its Q_Key, sent as it is
 //	}
 //
 // The atomics (AtomicCmpAndSwp, AtomicFetchAndAdd) take exactly one SGE of
@@ -190,6 +195,12 @@ var (
 	// ErrOpNotSupported: the device lacks the opcode (AtomicWrite, Flush
 	// before 6.2); it matches uverbs.ErrNotSupported.
 	ErrOpNotSupported = rxe.ErrOpNotSupported
+	// ErrOpcodeTransport: the opcode (or an AH) does not fit the QP's
+	// transport, e.g. RDMA on UD, RDMA READ on UC.
+	ErrOpcodeTransport = rxe.ErrOpcodeTransport
+	// ErrMessageTooLong: a UD payload longer than the port's MTU (rxe would
+	// report it sent and send nothing) (EMSGSIZE).
+	ErrMessageTooLong = rxe.ErrMessageTooLong
 	// ErrDoorbell: the requests were queued but the doorbell failed.
 	ErrDoorbell = rxe.ErrDoorbell
 	// ErrBadState: the QP's state does not allow posting (sends need RTS or

@@ -22,15 +22,24 @@ type QP struct {
 
 // CreateQP creates a queue pair on an rxe device and maps its receive and
 // send rings from the driver's response (struct rxe_create_qp_resp). The
-// per-request limits are the caps the kernel granted. Only RC queue pairs
-// are supported so far. If any step fails, the steps before it are undone.
+// per-request limits are the caps the kernel granted. RC, UC and UD queue
+// pairs are supported; a UD QP refuses sends longer than the port's active
+// MTU, as read here. If any step fails, the steps before it are undone.
 // A device whose kernel driver is not rdma_rxe is refused with
 // ErrNotSupported naming the driver.
 func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
 	if err := checkDriver("create_qp", pd.Context().Device()); err != nil {
 		return nil, err
 	}
-	if attr.Type != uverbs.QPTypeRC {
+	var maxUD uint32
+	switch attr.Type {
+	case uverbs.QPTypeRC, uverbs.QPTypeUC:
+	case uverbs.QPTypeUD:
+		var err error
+		if maxUD, err = udMaxMessage(pd.Context()); err != nil {
+			return nil, err
+		}
+	default:
 		return nil, fmt.Errorf("rxe: create_qp: %v QP: %w", attr.Type, ErrNotSupported)
 	}
 	var resp createQPResp
@@ -47,9 +56,10 @@ func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
 	}
 	// The 6.2+ opcodes are refused before posting where the device lacks
 	// them (on 6.1 rxe would fail the QP with LOC_QP_OP_ERR instead).
-	if attr, err := pd.Context().QueryDevice(); err == nil {
-		q.sq.caps = opCapsFrom(attr.DeviceCapFlags)
+	if dev, err := pd.Context().QueryDevice(); err == nil {
+		q.sq.caps = opCapsFrom(dev.DeviceCapFlags)
 	}
+	q.sq.typ, q.sq.maxUD = attr.Type, maxUD
 	vqp.OnContextClose(func() {
 		q.sq.detach(nil)
 		q.release()

@@ -5,6 +5,7 @@ import (
 	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"sync"
 
+	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -41,6 +42,8 @@ type sendQueue struct {
 	maxInline int
 	caps      opCaps // optional opcodes the device executes
 	db        doorbell
+	typ       uverbs.QPType // the QP's transport; 0 (simulator) follows RC
+	maxUD     uint32        // UD only: the largest payload (the port's MTU)
 }
 
 // post writes the WQEs past the producer index, where the kernel does not
@@ -73,7 +76,13 @@ func (q *sendQueue) post(wrs []SendWR) error {
 		if err != nil {
 			return err
 		}
+		if err := q.checkLength(n); err != nil {
+			return err
+		}
 		encodeSend(r.At(idx), &wrs[i], n, q.ssn+uint32(i))
+		if q.typ == uverbs.QPTypeUD {
+			encodeUD(r.At(idx), &wrs[i])
+		}
 		idx = r.Next(idx)
 	}
 	q.prod = idx
@@ -102,6 +111,9 @@ func (q *sendQueue) detach(destroy func() error) error {
 
 // check validates wr against the queue's limits and returns its length.
 func (q *sendQueue) check(wr *SendWR) (uint32, error) {
+	if err := q.checkTransport(wr); err != nil {
+		return 0, err
+	}
 	if wr.Flags&^knownSendFlags != 0 {
 		return 0, ErrInvalidWR
 	}

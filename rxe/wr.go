@@ -133,6 +133,14 @@ type SendWR struct {
 	Bind MWBind
 	// Flush is what OpFlush flushes.
 	Flush FlushSpec
+	// AH, RemoteQPN and RemoteQKey address a UD request: the address
+	// handle of the destination, its QP number (0xffffff for a multicast
+	// group) and the Q_Key it expects. rdma_rxe sends the Q_Key as it is
+	// (a top bit set does not select the sending QP's own). Only UD
+	// requests have them.
+	AH         *AH
+	RemoteQPN  uint32
+	RemoteQKey uint32
 }
 
 // RecvWR is a receive work request: the scatter list one incoming message

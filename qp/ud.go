@@ -1,0 +1,119 @@
+package qp
+
+import (
+	"cmp"
+	"fmt"
+
+	"github.com/pureverbs/pureverbs/rxe"
+	"github.com/pureverbs/pureverbs/uverbs"
+	"golang.org/x/sys/unix"
+)
+
+// AH is an address handle: where a UD send goes (SendWR.AH). Make one with
+// NewAH; Close destroys it, and the Context's Close destroys it if the
+// caller has not.
+type AH = rxe.AH
+
+// AHParams describe the path of an address handle. On RoCE every path is
+// global: DGID and SGIDIndex are required.
+type AHParams struct {
+	DGID uverbs.GID // the destination GID (a multicast group's GID too)
+	// SGIDIndex picks the local GID to send from (see
+	// uverbs.Context.FindGID).
+	SGIDIndex    uint8
+	HopLimit     uint8 // IP TTL / hop limit; 0 means 64
+	Port         uint8 // 0 means port 1
+	TrafficClass uint8
+	FlowLabel    uint32
+	SL           uint8
+}
+
+// NewAH creates an address handle towards p.DGID on pd's device, with the
+// kernel's AH number, so UD work requests carry only that number.
+func NewAH(pd *uverbs.PD, p AHParams) (*AH, error) {
+	if p.DGID.IsZero() {
+		return nil, fmt.Errorf("qp: create_ah: the destination GID is zero (RoCE needs it): %w", unix.EINVAL)
+	}
+	attr := uverbs.GlobalAH(p.DGID, p.SGIDIndex, cmp.Or(p.HopLimit, defaultHopLimit))
+	attr.PortNum = cmp.Or(p.Port, defaultPort)
+	attr.GRH.TrafficClass, attr.GRH.FlowLabel, attr.SL = p.TrafficClass, p.FlowLabel, p.SL
+	return rxe.CreateAH(pd, attr)
+}
+
+// MulticastQPN is the destination QP number of a datagram sent to a
+// multicast group: every QP attached to the group receives it.
+const MulticastQPN = 0xffffff
+
+// UDOptions are the attributes ActivateUD sets.
+type UDOptions struct {
+	// QKey is the Q_Key datagrams to this QP must carry; others are
+	// dropped by the receiving rxe without a trace on either side.
+	QKey      uint32
+	SendPSN   uint32 // the first send PSN (24 bits)
+	Port      uint8  // 0 means port 1
+	PKeyIndex uint16
+}
+
+// ActivateUD takes a UD queue pair from RESET (or INIT) to RTS, as
+// ibv_ud_pingpong does: INIT with port, P_Key index and Q_Key, RTR with
+// nothing else, RTS with the send PSN. Post receives from INIT on, before
+// datagrams can arrive.
+func (q *QP) ActivateUD(o UDOptions) error {
+	if q.typ != UD {
+		return fmt.Errorf("qp: activate UD: a %v QP: %w", q.typ, unix.EINVAL)
+	}
+	if q.State() == Reset {
+		if err := q.ToInit(InitParams{Port: o.Port, PKeyIndex: o.PKeyIndex, QKey: o.QKey}); err != nil {
+			return err
+		}
+	}
+	if err := q.ToRTR(RTRParams{}); err != nil {
+		return err
+	}
+	return q.ToRTS(RTSParams{SQPSN: o.SendPSN})
+}
+
+// transportMask is mask without the attributes q's transport does not take
+// in the transition to state (the kernel refuses a modify carrying any of
+// them): UC has no RDMA READ or RNR attributes and no ACK timeout or
+// retries; UD takes a Q_Key instead of access flags and no path at all.
+func (q *QP) transportMask(state State, mask AttrMask) AttrMask {
+	switch q.typ {
+	case UC:
+		switch state {
+		case RTR:
+			mask &^= AttrMaxDestRdAtomic | AttrMinRNRTimer
+		case RTS:
+			mask &^= AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic
+		}
+	case UD:
+		switch state {
+		case Init:
+			mask = mask&^AttrAccessFlags | AttrQKey
+		case RTR:
+			mask = AttrState
+		case RTS:
+			mask = AttrState | AttrSQPSN
+		}
+	}
+	return mask
+}
+
+// AttachMulticast joins a UD QP to the multicast group gid: datagrams sent
+// to the group's GID with destination QPN MulticastQPN reach it. On RoCE
+// this adds no IGMP/MLD membership: the receiving netdev must accept the
+// group's IP traffic (a socket's membership on it, for example).
+func (q *QP) AttachMulticast(gid uverbs.GID) error {
+	if q.typ != UD {
+		return fmt.Errorf("qp: attach_mcast: a %v QP: %w", q.typ, unix.EINVAL)
+	}
+	return q.core.Verbs().AttachMcast(gid, 0)
+}
+
+// DetachMulticast removes a UD QP from the multicast group gid.
+func (q *QP) DetachMulticast(gid uverbs.GID) error {
+	if q.typ != UD {
+		return fmt.Errorf("qp: detach_mcast: a %v QP: %w", q.typ, unix.EINVAL)
+	}
+	return q.core.Verbs().DetachMcast(gid, 0)
+}

@@ -1,0 +1,117 @@
+package pingpong
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/pureverbs/pureverbs/cq"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// ErrUsage asks the caller to print the usage text and fail, as the C
+// tools do for a bad value or a surplus operand.
+var ErrUsage = errors.New("usage")
+
+// Number parses a strtol-style integer (base prefix allowed) within
+// [lo, hi]; anything else is ErrUsage.
+func Number(s string, lo, hi int) (int, error) {
+	n, err := strconv.ParseInt(s, 0, 64)
+	if err != nil || n < int64(lo) || n > int64(hi) {
+		return 0, ErrUsage
+	}
+	return int(n), nil
+}
+
+// MTUFromBytes is pp_mtu_to_enum: the path MTU for a size in bytes, 0 for
+// a size that is not one.
+func MTUFromBytes(n int) uverbs.MTU {
+	for m := uverbs.MTU256; m <= uverbs.MTU4096; m++ {
+		if m.Bytes() == n {
+			return m
+		}
+	}
+	return 0
+}
+
+// PickDevice is the named device, or the first one found.
+func PickDevice(name string) (uverbs.Device, error) {
+	devs, err := uverbs.Devices()
+	if err != nil {
+		return uverbs.Device{}, fmt.Errorf("Failed to get IB devices list: %w", err)
+	}
+	for _, d := range devs {
+		if name == "" || d.Name == name {
+			return d, nil
+		}
+	}
+	if name == "" {
+		return uverbs.Device{}, errors.New("No IB devices found")
+	}
+	return uverbs.Device{}, fmt.Errorf("IB device %s not found", name)
+}
+
+// Loop runs the ping-pong p over one CQ until it is finished. With a
+// channel (events mode) each round waits for a completion event, re-arms
+// the CQ, then polls once; without one it spins on the CQ. wc is the poll
+// batch (the C tools poll two at a time). It returns the number of events
+// taken, all of them to be acknowledged. It allocates nothing per round.
+func Loop(c *cq.CQ, ch *cq.Channel, p *Pingpong, wc []cq.WC) (events int, err error) {
+	for !p.Finished() {
+		if ch != nil {
+			got, err := ch.GetEvent(context.Background())
+			if err != nil {
+				return events, fmt.Errorf("Failed to get cq_event: %w", err)
+			}
+			events++
+			if got != c {
+				return events, errors.New("CQ event for unknown CQ")
+			}
+			if err := c.ReqNotify(false); err != nil {
+				return events, fmt.Errorf("Couldn't request CQ notification: %w", err)
+			}
+		}
+		var n int
+		for {
+			if n, err = c.Poll(wc); err != nil {
+				return events, fmt.Errorf("poll CQ failed: %w", err)
+			}
+			if n > 0 || ch != nil {
+				break
+			}
+		}
+		for i := range wc[:n] {
+			w := &wc[i]
+			if w.Status != cq.Success {
+				return events, fmt.Errorf("Failed status %v (%d) for wr_id %d", w.Status, uint32(w.Status), int(w.WRID))
+			}
+			if err := p.Complete(w.WRID); err != nil {
+				return events, err
+			}
+		}
+	}
+	return events, nil
+}
+
+// MarkPages and CheckPages are the C tools' -c: the client stamps the first
+// byte of every page of its message and the server checks what it
+// received. The C stamp is i/page_size % sizeof(char), which is always 0.
+// The buffer starts filled with 0x7b, so a page that never arrived shows.
+func MarkPages(msg []byte) {
+	for i := 0; i < len(msg); i += os.Getpagesize() {
+		msg[i] = 0
+	}
+}
+
+// CheckPages reports every page of msg whose first byte is not the stamp.
+func CheckPages(w io.Writer, msg []byte) {
+	page := os.Getpagesize()
+	for i := 0; i < len(msg); i += page {
+		if msg[i] != 0 {
+			fmt.Fprintf(w, "invalid data in page %d\n", i/page)
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	pp "github.com/pureverbs/pureverbs/tools/internal/pingpong"
+)
+
+// options is the parsed command line, with ibv_ud_pingpong's defaults.
+type options struct {
+	server   string // host to connect to; empty: be the server
+	port     int    // TCP port of the address exchange
+	ibDev    string // device name; empty: the first device
+	ibPort   uint8
+	size     int
+	rxDepth  int
+	iters    int
+	sl       uint8
+	events   bool
+	gidIndex int // -1: no GID, so the address vector has no GRH
+	validate bool
+}
+
+// defaultOptions are ibv_ud_pingpong's defaults.
+func defaultOptions() options {
+	return options{
+		port:     18515,
+		ibPort:   1,
+		size:     1024,
+		rxDepth:  500,
+		iters:    1000,
+		gidIndex: -1,
+	}
+}
+
+// optionSpecs are ibv_ud_pingpong's options (rdma-core v44).
+var optionSpecs = []pp.Opt{
+	{Short: 'p', Long: "port", Arg: true}, {Short: 'd', Long: "ib-dev", Arg: true},
+	{Short: 'i', Long: "ib-port", Arg: true}, {Short: 's', Long: "size", Arg: true},
+	{Short: 'r', Long: "rx-depth", Arg: true},
+	{Short: 'n', Long: "iters", Arg: true}, {Short: 'l', Long: "sl", Arg: true},
+	{Short: 'e', Long: "events"}, {Short: 'g', Long: "gid-idx", Arg: true},
+	{Short: 'c', Long: "chk"},
+}
+
+// parseOptions parses the arguments after the program name. A getopt error
+// is returned as it is (the caller prints it and the usage); a bad value or
+// a surplus operand gives pp.ErrUsage.
+func parseOptions(args []string) (options, error) {
+	o := defaultOptions()
+	vals, operands, err := pp.Getopt(optionSpecs, args)
+	if err != nil {
+		return o, err
+	}
+	for _, v := range vals {
+		if err := o.set(v.Short, v.Arg); err != nil {
+			return o, err
+		}
+	}
+	switch len(operands) {
+	case 0:
+	case 1:
+		o.server = operands[0]
+	default:
+		return o, pp.ErrUsage
+	}
+	return o, nil
+}
+
+// set applies one option. Numbers are read like strtol with base 0, but a
+// malformed number is refused instead of read as far as it goes.
+func (o *options) set(c rune, arg string) error {
+	var err error
+	var n int
+	switch c {
+	case 'p':
+		o.port, err = pp.Number(arg, 0, 65535)
+	case 'd':
+		o.ibDev = arg
+	case 'i':
+		n, err = pp.Number(arg, 1, 255)
+		o.ibPort = uint8(n)
+	case 's':
+		o.size, err = pp.Number(arg, 1, 1<<31-1)
+	case 'r':
+		o.rxDepth, err = pp.Number(arg, 1, 1<<31-1)
+	case 'n':
+		o.iters, err = pp.Number(arg, 0, 1<<31-1)
+	case 'l':
+		n, err = pp.Number(arg, 0, 15)
+		o.sl = uint8(n)
+	case 'e':
+		o.events = true
+	case 'g':
+		o.gidIndex, err = pp.Number(arg, -1<<31, 1<<31-1)
+	case 'c':
+		o.validate = true
+	}
+	return err
+}
+
+// printUsage writes ibv_ud_pingpong's help text (its "default 2048" for -s
+// is the C tool's text; the default is 1024).
+func printUsage(w io.Writer, argv0 string) {
+	fmt.Fprintf(w, `Usage:
+  %[1]s            start a server and wait for connection
+  %[1]s <host>     connect to server at <host>
+
+Options:
+  -p, --port=<port>      listen on/connect to port <port> (default 18515)
+  -d, --ib-dev=<dev>     use IB device <dev> (default first device found)
+  -i, --ib-port=<port>   use port <port> of IB device (default 1)
+  -s, --size=<size>      size of message to exchange (default 2048)
+  -r, --rx-depth=<dep>   number of receives to post at a time (default 500)
+  -n, --iters=<iters>    number of exchanges (default 1000)
+  -l, --sl=<SL>          send messages with service level <SL> (default 0)
+  -e, --events           sleep on CQ events (default poll)
+  -g, --gid-idx=<gid index> local port gid index
+  -c, --chk              validate received buffer
+`, argv0)
+}

@@ -1,0 +1,179 @@
+package uverbs
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// Write commands of address handles and multicast groups (enum
+// ib_uverbs_write_cmds).
+const (
+	cmdCreateAH    = 5
+	cmdDestroyAH   = 8
+	cmdAttachMcast = 30
+	cmdDetachMcast = 31
+)
+
+// ahAttrABI is struct ib_uverbs_ah_attr; its grh is struct
+// ib_uverbs_global_route.
+type ahAttrABI struct {
+	DGID         [16]uint8
+	FlowLabel    uint32
+	SGIDIndex    uint8
+	HopLimit     uint8
+	TrafficClass uint8
+	GRHReserved  uint8
+	DLID         uint16
+	SL           uint8
+	SrcPathBits  uint8
+	StaticRate   uint8
+	IsGlobal     uint8
+	PortNum      uint8
+	Reserved     uint8
+}
+
+// createAHCmd is struct ib_uverbs_create_ah.
+type createAHCmd struct {
+	Response   ptr64
+	UserHandle uint64
+	PDHandle   uint32
+	Reserved   uint32
+	Attr       ahAttrABI
+}
+
+// createAHResp is struct ib_uverbs_create_ah_resp; the driver's response
+// (for rdma_rxe struct rxe_create_ah_resp) follows it directly.
+type createAHResp struct {
+	AHHandle uint32
+}
+
+// destroyAHCmd is struct ib_uverbs_destroy_ah.
+type destroyAHCmd struct {
+	AHHandle uint32
+}
+
+// mcastCmd is struct ib_uverbs_attach_mcast, and struct
+// ib_uverbs_detach_mcast, which has the same layout.
+type mcastCmd struct {
+	GID      [16]uint8
+	QPHandle uint32
+	MLID     uint16
+	Reserved uint16
+}
+
+// AH is an address handle: the address vector a UD work request is sent
+// along. It belongs to a PD; Close destroys it, and the Context's Close
+// destroys it if the caller has not (before the PDs).
+type AH struct {
+	pd     *PD
+	handle uint32
+	attr   AHAttr
+	kid    *child
+	close  once
+}
+
+// GlobalAH is the address vector of a RoCE address handle towards dgid:
+// every RoCE path is global, sent from the local GID sgidIndex with the
+// given IP hop limit (TTL), on port 1.
+func GlobalAH(dgid GID, sgidIndex, hopLimit uint8) AHAttr {
+	return AHAttr{
+		IsGlobal: true,
+		PortNum:  1,
+		GRH:      GlobalRoute{DGID: dgid, SGIDIndex: sgidIndex, HopLimit: hopLimit},
+	}
+}
+
+// CreateAH creates an address handle (IB_USER_VERBS_CMD_CREATE_AH).
+// driverOut receives the driver's response: for rdma_rxe an 8-byte struct
+// rxe_create_ah_resp, whose presence makes the kernel hand out the AH
+// number that work requests then carry instead of a whole address vector.
+// A RoCE port needs attr.IsGlobal (see GlobalAH); a port number of 0 is
+// taken as 1.
+func (pd *PD) CreateAH(attr AHAttr, driverOut []byte) (*AH, error) {
+	const verb = "create_ah"
+	if attr.PortNum == 0 {
+		attr.PortNum = 1
+	}
+	if !attr.IsGlobal {
+		return nil, fmt.Errorf("uverbs: %s: RoCE address handles need a global route (IsGlobal, DGID): %w", verb, unix.EINVAL)
+	}
+	c := pd.ctx
+	var resp respFrame[createAHResp]
+	var f writeFrame[createAHCmd]
+	f.req = createAHCmd{
+		Response: resp.ptr(),
+		PDHandle: pd.handle,
+		Attr: ahAttrABI{
+			DGID:         attr.GRH.DGID,
+			FlowLabel:    attr.GRH.FlowLabel,
+			SGIDIndex:    attr.GRH.SGIDIndex,
+			HopLimit:     attr.GRH.HopLimit,
+			TrafficClass: attr.GRH.TrafficClass,
+			DLID:         attr.DLID,
+			SL:           attr.SL,
+			SrcPathBits:  attr.SrcPathBits,
+			StaticRate:   attr.StaticRate,
+			IsGlobal:     b2u8(attr.IsGlobal),
+			PortNum:      attr.PortNum,
+		},
+	}
+	if err := execWrite(c, verb, cmdCreateAH, &f, &resp, nil, len(driverOut)); err != nil {
+		return nil, err
+	}
+	copy(driverOut, resp.drv[:])
+	ah := &AH{pd: pd, handle: resp.resp.AHHandle, attr: attr}
+	ah.kid = c.kids.add(levelCQMR, ah.Close)
+	return ah, nil
+}
+
+// PD returns the protection domain of the AH.
+func (ah *AH) PD() *PD { return ah.pd }
+
+// Handle returns the kernel handle of the AH.
+func (ah *AH) Handle() uint32 { return ah.handle }
+
+// Attr returns the address vector the AH was created with.
+func (ah *AH) Attr() AHAttr { return ah.attr }
+
+// Close destroys the address handle (IB_USER_VERBS_CMD_DESTROY_AH). Work
+// requests already posted with it may fail. Once it has succeeded, Close
+// does nothing; a failed destroy may be retried.
+func (ah *AH) Close() error {
+	return ah.close.do(func() error {
+		c := ah.pd.ctx
+		if !c.released() {
+			var f writeFrame[destroyAHCmd]
+			f.req = destroyAHCmd{AHHandle: ah.handle}
+			if err := execWrite(c, "destroy_ah", cmdDestroyAH, &f, noResp, nil, 0); err != nil {
+				return err
+			}
+		}
+		c.kids.remove(ah.kid)
+		return nil
+	})
+}
+
+// AttachMcast joins the UD QP to the multicast group gid
+// (IB_USER_VERBS_CMD_ATTACH_MCAST): datagrams sent to the group (QPN
+// 0xffffff, the group's GID as destination) are delivered to it. lid is the
+// group's LID, 0 on RoCE. On RoCE this makes no IGMP/MLD join: the netdev
+// must accept the group's IP traffic by other means.
+func (qp *QP) AttachMcast(gid GID, lid uint16) error {
+	return qp.mcast("attach_mcast", cmdAttachMcast, gid, lid)
+}
+
+// DetachMcast removes the QP from the multicast group gid
+// (IB_USER_VERBS_CMD_DETACH_MCAST).
+func (qp *QP) DetachMcast(gid GID, lid uint16) error {
+	return qp.mcast("detach_mcast", cmdDetachMcast, gid, lid)
+}
+
+func (qp *QP) mcast(verb string, cmd uint32, gid GID, lid uint16) error {
+	if qp.close.closed() {
+		return fmt.Errorf("uverbs: %s: %w", verb, ErrClosed)
+	}
+	var f writeFrame[mcastCmd]
+	f.req = mcastCmd{GID: gid, QPHandle: qp.handle, MLID: lid}
+	return execWrite(qp.pd.ctx, verb, cmd, &f, noResp, nil, 0)
+}
