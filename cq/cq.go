@@ -114,7 +114,7 @@ func (c *CQ) Close() error {
 	if n := c.Unacked(); n > 0 {
 		return fmt.Errorf("cq: close: %d events not acknowledged: %w", n, ErrUnackedEvents)
 	}
-	if _, _, err := c.core.Destroy(); err != nil {
+	if err := c.core.Close(); err != nil {
 		return err
 	}
 	c.closed.Store(true)

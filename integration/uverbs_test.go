@@ -253,7 +253,7 @@ func TestUverbsResources(t *testing.T) {
 		Cap: uverbs.QPCap{MaxSendWR: 1 << 30, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1},
 	})
 	if err == nil {
-		q.Destroy()
+		q.Close()
 		t.Error("QP with 2^30 send WRs was created")
 	}
 	uvSame(t, "failed CQ and QP creation", mid)
@@ -271,7 +271,7 @@ func TestUverbsResources(t *testing.T) {
 	if err := c.Close(); !errors.Is(err, unix.EBUSY) {
 		t.Errorf("CQ close under a live QP = %v, want EBUSY", err)
 	}
-	if _, err := q.Destroy(); err != nil {
+	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := buf.Close(); !errors.Is(err, unix.EBUSY) {
@@ -493,7 +493,7 @@ func TestUverbsCompletionEvents(t *testing.T) {
 		}
 	}
 
-	if _, err := q.Destroy(); err != nil {
+	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Close(); !errors.Is(err, cq.ErrUnackedEvents) || !strings.Contains(err.Error(), "1 events") {
@@ -608,7 +608,7 @@ func BenchmarkUverbsPostSendDoorbell(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer q.Destroy()
+	defer q.Close()
 	_, gid := uvExpect(0)
 	uvConnectSelf(b, q.Verbs(), gid) // rxe rings doorbells of RTS QPs only
 	b.ReportAllocs()

@@ -166,6 +166,6 @@ func (q *QP) PostRecv(wrs []RecvWR) error {
 // Close destroys the queue pair and unmaps its rings. It is idempotent; a
 // failed destroy may be retried.
 func (q *QP) Close() error {
-	_, err := q.core.Destroy()
+	err := q.core.Close()
 	return err
 }

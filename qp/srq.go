@@ -77,6 +77,6 @@ func (s *SRQ) Query() (SRQAttr, error) { return s.core.Verbs().Query() }
 // Close destroys the SRQ and unmaps its ring. Close the QPs on it first
 // (the kernel answers EBUSY). Idempotent; a failed destroy may be retried.
 func (s *SRQ) Close() error {
-	_, err := s.core.Destroy()
+	err := s.core.Close()
 	return err
 }

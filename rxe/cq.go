@@ -80,7 +80,7 @@ func CreateCQ(ctx *uverbs.Context, attr uverbs.CQAttr) (*CQ, error) {
 	}
 	c, err := mapCQ(ctx.Mmap, resp.mi)
 	if err != nil {
-		if _, _, derr := vcq.Destroy(); derr != nil {
+		if derr := vcq.Close(); derr != nil {
 			err = errors.Join(err, derr)
 		}
 		return nil, err
@@ -126,21 +126,20 @@ func (c *CQ) Poll(wc []WC) (int, error) {
 // on it); nil for a CQ of the simulator.
 func (c *CQ) Verbs() *uverbs.CQ { return c.vcq }
 
-// Destroy destroys the kernel CQ, then stops polling and unmaps the ring. It
-// returns the completion and async event counts the kernel reported for the
-// CQ (see uverbs.CQ.Destroy). A failed destroy leaves the CQ usable and may
-// be retried; once it has succeeded, Destroy does nothing.
-func (c *CQ) Destroy() (compEvents, asyncEvents uint32, err error) {
+// Close destroys the kernel CQ, then stops polling and unmaps the ring. A
+// failed destroy leaves the CQ usable and may be retried; once it has
+// succeeded, Close does nothing.
+func (c *CQ) Close() error {
 	if c.vcq != nil {
-		if compEvents, asyncEvents, err = c.vcq.Destroy(); err != nil {
-			return 0, 0, err
+		if err := c.vcq.Close(); err != nil {
+			return err
 		}
 	}
-	return compEvents, asyncEvents, c.release()
+	return c.release()
 }
 
 // release stops polling and unmaps the ring; after the kernel CQ is gone,
-// by Destroy or by the Context's Close. The poll lock also guards mem,
+// by Close or by the Context's Close. The poll lock also guards mem,
 // which Resize replaces.
 func (c *CQ) release() error {
 	c.ring.mu.Lock()

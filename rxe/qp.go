@@ -49,7 +49,7 @@ func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
 	}
 	q, err := mapQP(pd.Context().Mmap, vqp, &resp, attr.SRQ == nil)
 	if err != nil {
-		if _, derr := vqp.Destroy(); derr != nil {
+		if derr := vqp.Close(); derr != nil {
 			err = errors.Join(err, derr)
 		}
 		return nil, err
@@ -156,24 +156,19 @@ func (q *QP) Limits() QPLimits {
 // of the simulator.
 func (q *QP) Verbs() *uverbs.QP { return q.vqp }
 
-// Destroy destroys the kernel QP while holding the send queue's lock (so no
+// Close destroys the kernel QP while holding the send queue's lock (so no
 // PostSend's doorbell can reach the destroyed QP), then detaches and unmaps
-// both rings. It
-// returns the async event count the kernel reported for the QP. A failed
-// destroy leaves the QP usable and may be retried; once it has succeeded,
-// Destroy does nothing.
-func (q *QP) Destroy() (events uint32, err error) {
+// both rings. A failed destroy leaves the QP usable and may be retried;
+// once it has succeeded, Close does nothing.
+func (q *QP) Close() error {
 	var destroy func() error
 	if q.vqp != nil {
-		destroy = func() (err error) {
-			events, err = q.vqp.Destroy()
-			return err
-		}
+		destroy = q.vqp.Close
 	}
 	if err := q.sq.detach(destroy); err != nil {
-		return 0, err
+		return err
 	}
-	return events, q.release()
+	return q.release()
 }
 
 // release detaches the receive queue and unmaps both rings; the send queue

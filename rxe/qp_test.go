@@ -29,15 +29,15 @@ func TestQPFromRings(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := q.Destroy(); err != nil {
+		if err := q.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := q.PostSend([]SendWR{{Opcode: OpSend}}); !errors.Is(err, ErrClosed) || !errors.Is(err, unix.EBADF) {
-		t.Fatalf("PostSend after Destroy: %v", err)
+		t.Fatalf("PostSend after Close: %v", err)
 	}
 	if err := q.PostRecv([]RecvWR{{}}); !errors.Is(err, ErrClosed) {
-		t.Fatalf("PostRecv after Destroy: %v", err)
+		t.Fatalf("PostRecv after Close: %v", err)
 	}
 
 	noRQ, err := newQPFromRings(mustRing(t, 256, 3), nil, QPLimits{}, db)
@@ -52,7 +52,7 @@ func TestQPFromRings(t *testing.T) {
 	}
 }
 
-func TestCQFromRingDestroy(t *testing.T) {
+func TestCQFromRingClose(t *testing.T) {
 	r := mustRing(t, 64, 3)
 	c, err := newCQFromRing(r)
 	if err != nil {
@@ -65,12 +65,12 @@ func TestCQFromRingDestroy(t *testing.T) {
 		t.Fatalf("Poll: %d %v %+v", n, err, wc[0])
 	}
 	for range 2 {
-		if _, _, err := c.Destroy(); err != nil {
+		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := c.Poll(wc); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Poll after Destroy: %v", err)
+		t.Fatalf("Poll after Close: %v", err)
 	}
 }
 

@@ -160,10 +160,10 @@ func (d *destroyWatchDoorbell) PostSendDoorbell() error {
 	return nil
 }
 
-// PostSend racing Destroy (run under -race): every post either rings its
+// PostSend racing Close (run under -race): every post either rings its
 // doorbell before the destroy begins or fails with ErrClosed; none rings on a
 // destroyed QP, and a failed destroy leaves the queue usable.
-func TestPostSendRacesDestroy(t *testing.T) {
+func TestPostSendRacesClose(t *testing.T) {
 	for round := 0; round < 50; round++ {
 		db := &destroyWatchDoorbell{}
 		sq, _, err := newQueues(mustRing(t, 256, 63), nil, testLimits, db)

@@ -69,7 +69,7 @@ func CreateSRQ(pd *uverbs.PD, attr uverbs.SRQInitAttr) (*SRQ, error) {
 		err = fmt.Errorf("%w: SRQ slots of %d bytes, want at least %d", ErrBadRing, r.ElemSize(), recvWQESize)
 	}
 	if err != nil {
-		if _, derr := vsrq.Destroy(); derr != nil {
+		if derr := vsrq.Close(); derr != nil {
 			err = errors.Join(err, derr)
 		}
 		return nil, fmt.Errorf("rxe: create_srq: %w", err)
@@ -147,15 +147,14 @@ func (s *SRQ) Modify(attr uverbs.SRQAttr, mask uverbs.SRQAttrMask) error {
 	return old.Close()
 }
 
-// Destroy destroys the kernel SRQ, then stops posting and unmaps the ring.
-// It returns the async event count the kernel reported for the SRQ. The
-// kernel refuses (EBUSY) while QPs use the SRQ; a failed destroy leaves it
-// usable. Once it has succeeded, Destroy does nothing.
-func (s *SRQ) Destroy() (events uint32, err error) {
-	if events, err = s.vsrq.Destroy(); err != nil {
-		return 0, err
+// Close destroys the kernel SRQ, then stops posting and unmaps the ring.
+// The kernel refuses (EBUSY) while QPs use the SRQ; a failed destroy leaves
+// it usable. Once it has succeeded, Close does nothing.
+func (s *SRQ) Close() error {
+	if err := s.vsrq.Close(); err != nil {
+		return err
 	}
-	return events, s.release()
+	return s.release()
 }
 
 // release stops posting and unmaps the ring.

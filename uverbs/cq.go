@@ -49,7 +49,7 @@ func (c *Context) CreateCQ(attr CQAttr, driverOut []byte) (*CQ, error) {
 	}
 	cq := &CQ{ctx: c, handle: r.CQHandle, userHandle: attr.UserHandle, channel: attr.Channel}
 	cq.cqe.Store(int64(r.CQE))
-	cq.kid = c.kids.add(levelCQMR, func() error { _, _, err := cq.Destroy(); return err })
+	cq.kid = c.kids.add(levelCQMR, cq.Close)
 	c.events.addCQ(cq.userHandle, cq)
 	return cq, nil
 }
@@ -133,7 +133,7 @@ func (cq *CQ) UserHandle() uint64 { return cq.userHandle }
 func (cq *CQ) Channel() *CompChannel { return cq.channel }
 
 // OnContextClose registers release to run when the Context's Close destroys
-// the CQ (not when Destroy does): the provider detaches and unmaps the ring
+// the CQ (not when Close does): the provider detaches and unmaps the ring
 // it mapped for the CQ there.
 func (cq *CQ) OnContextClose(release func()) { cq.ctx.kids.setRelease(cq.kid, release) }
 
@@ -150,25 +150,21 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	return execHotWrite(cq.ctx, "req_notify_cq", cmdReqNotifyCQ, &f, noResp)
 }
 
-// Destroy destroys the CQ (UVERBS_METHOD_CQ_DESTROY, or
-// IB_USER_VERBS_CMD_DESTROY_CQ on a kernel without it) and returns how many
-// completion and async events the kernel reported for it, so that the
-// caller can account for events it has not read or acknowledged yet.
-// Destroy is idempotent: later calls return zero counts.
-func (cq *CQ) Destroy() (compEvents, asyncEvents uint32, err error) {
-	err = cq.close.do(func() error {
+// Close destroys the CQ (UVERBS_METHOD_CQ_DESTROY, or
+// IB_USER_VERBS_CMD_DESTROY_CQ on a kernel without it). A failed destroy
+// leaves the CQ as it was and may be retried; once it has succeeded, Close
+// does nothing.
+func (cq *CQ) Close() error {
+	return cq.close.do(func() error {
 		if !cq.ctx.released() {
-			r, err := cq.destroy()
-			if err != nil {
+			if _, err := cq.destroy(); err != nil {
 				return err
 			}
-			compEvents, asyncEvents = r.CompEventsReported, r.AsyncEventsReported
 		}
 		cq.ctx.events.removeCQ(cq.userHandle, cq)
 		cq.ctx.kids.remove(cq.kid)
 		return nil
 	})
-	return compEvents, asyncEvents, err
 }
 
 // destroy sends the ioctl, as libibverbs 44 does, and the write() command

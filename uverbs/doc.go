@@ -20,7 +20,7 @@
 // a provider passes its driver-specific response buffer to CreateCQ/CreateQP
 // and maps the rings with [Context.Mmap].
 //
-// Ownership: every object has an idempotent Close (Destroy for CQ and QP).
+// Ownership: every object has an idempotent Close.
 // The Context records what was created under it; its Close destroys whatever
 // is still open, each object before what it uses, has the provider unmap its
 // rings, and closes its fds, so that afterwards the process holds nothing of

@@ -103,7 +103,7 @@ func TestIoctlFallbackToWrite(t *testing.T) {
 		t.Errorf("after ENOTTY noIoctl = %#x, want every method", got)
 	}
 	cq.handle = 7
-	if _, _, err := cq.Destroy(); err != nil {
+	if err := cq.Close(); err != nil {
 		t.Fatal(err)
 	}
 	expectBytes(t, "destroy_cq fallback", maskResponse(t, read(), 8), unhex(t, `
@@ -112,7 +112,7 @@ func TestIoctlFallbackToWrite(t *testing.T) {
 
 	pd := &PD{ctx: c, handle: 5}
 	qp := &QP{pd: pd, handle: 9}
-	if _, err := qp.Destroy(); err != nil {
+	if err := qp.Close(); err != nil {
 		t.Fatal(err)
 	}
 	expectBytes(t, "destroy_qp fallback", maskResponse(t, read(), 8), unhex(t, `

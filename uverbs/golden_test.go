@@ -148,14 +148,14 @@ func TestGoldenWriteCommands(t *testing.T) {
 		19000000 0600 2000
 		0000000000000000 | 09000000 | 01000800`))
 
-	if _, err := qp.Destroy(); err != nil {
+	if err := qp.Close(); err != nil {
 		t.Fatal(err)
 	}
 	expectBytes(t, "destroy_qp", maskResponse(t, read(), 8), unhex(t, `
 		1b000000 0600 0100
 		0000000000000000 | 09000000 | 00000000`))
 
-	if _, _, err := cq.Destroy(); err != nil {
+	if err := cq.Close(); err != nil {
 		t.Fatal(err)
 	}
 	expectBytes(t, "destroy_cq", maskResponse(t, read(), 8), unhex(t, `

@@ -92,7 +92,7 @@ func (pd *PD) CreateQP(attr QPInitAttr, driverOut []byte) (*QP, error) {
 		qp.handle, qp.num = r.QPHandle, r.QPN
 		qp.init.Cap = QPCap{r.MaxSendWR, r.MaxRecvWR, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInlineData}
 	}
-	qp.kid = pd.ctx.kids.add(levelQP, func() error { _, err := qp.Destroy(); return err })
+	qp.kid = pd.ctx.kids.add(levelQP, qp.Close)
 	c.events.addQP(attr.UserHandle, qp)
 	return qp, nil
 }
@@ -132,7 +132,7 @@ func createQPIoctl(driverID, pdHandle uint32, attr QPInitAttr, asyncFD int, cp *
 }
 
 // OnContextClose registers release to run when the Context's Close destroys
-// the QP (not when Destroy does): the provider detaches and unmaps the rings
+// the QP (not when Close does): the provider detaches and unmaps the rings
 // it mapped for the QP there.
 func (qp *QP) OnContextClose(release func()) { qp.pd.ctx.kids.setRelease(qp.kid, release) }
 
@@ -189,23 +189,20 @@ func (qp *QP) PostSendDoorbell() error {
 	return execHotWrite(qp.pd.ctx, "post_send", cmdPostSend, &f, &resp)
 }
 
-// Destroy destroys the QP (UVERBS_METHOD_QP_DESTROY, or
-// IB_USER_VERBS_CMD_DESTROY_QP on a kernel without it) and returns how many
-// async events the kernel reported for it. Idempotent: later calls return 0.
-func (qp *QP) Destroy() (events uint32, err error) {
-	err = qp.close.do(func() error {
+// Close destroys the QP (UVERBS_METHOD_QP_DESTROY, or
+// IB_USER_VERBS_CMD_DESTROY_QP on a kernel without it). A failed destroy
+// may be retried; once it has succeeded, Close does nothing.
+func (qp *QP) Close() error {
+	return qp.close.do(func() error {
 		if !qp.pd.ctx.released() {
-			r, err := qp.destroy()
-			if err != nil {
+			if _, err := qp.destroy(); err != nil {
 				return err
 			}
-			events = r.EventsReported
 		}
 		qp.pd.ctx.events.removeQP(qp.init.UserHandle, qp)
 		qp.pd.ctx.kids.remove(qp.kid)
 		return nil
 	})
-	return events, err
 }
 
 // destroy sends the ioctl, as libibverbs 44 does, and the write() command

@@ -74,7 +74,7 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr, driverOut []byte) (*SRQ, error) {
 		attr:       SRQAttr{MaxWR: r.MaxWR, MaxSGE: r.MaxSGE, Limit: attr.Attr.Limit},
 		userHandle: uh,
 	}
-	s.kid = c.kids.add(levelSRQ, func() error { _, err := s.Destroy(); return err })
+	s.kid = c.kids.add(levelSRQ, s.Close)
 	c.events.addSRQ(uh, s)
 	return s, nil
 }
@@ -159,7 +159,7 @@ func (s *SRQ) UserHandle() uint64 { return s.userHandle }
 func (s *SRQ) Attr() SRQAttr { return s.attr }
 
 // OnContextClose registers release to run when the Context's Close destroys
-// the SRQ (not when Destroy does): the provider unmaps its ring there.
+// the SRQ (not when Close does): the provider unmaps its ring there.
 func (s *SRQ) OnContextClose(release func()) { s.pd.ctx.kids.setRelease(s.kid, release) }
 
 // Modify changes what mask selects (IB_USER_VERBS_CMD_MODIFY_SRQ): SRQLimit
@@ -196,24 +196,22 @@ func (s *SRQ) Query() (SRQAttr, error) {
 	return SRQAttr{MaxWR: resp.resp.MaxWR, MaxSGE: resp.resp.MaxSGE, Limit: resp.resp.SRQLimit}, nil
 }
 
-// Destroy destroys the SRQ (IB_USER_VERBS_CMD_DESTROY_SRQ) and returns how
-// many async events the kernel reported for it. The kernel refuses (EBUSY)
-// while QPs use it. Idempotent: later calls return 0.
-func (s *SRQ) Destroy() (events uint32, err error) {
-	err = s.close.do(func() error {
+// Close destroys the SRQ (UVERBS_METHOD_SRQ_DESTROY, or
+// IB_USER_VERBS_CMD_DESTROY_SRQ on a kernel without it). The kernel refuses
+// (EBUSY) while QPs use it; a failed destroy may be retried, and once it
+// has succeeded Close does nothing.
+func (s *SRQ) Close() error {
+	return s.close.do(func() error {
 		c := s.pd.ctx
 		if !c.released() {
-			r, err := s.destroy()
-			if err != nil {
+			if _, err := s.destroy(); err != nil {
 				return err
 			}
-			events = r.EventsReported
 		}
 		c.events.removeSRQ(s.userHandle, s)
 		c.kids.remove(s.kid)
 		return nil
 	})
-	return events, err
 }
 
 // destroy sends UVERBS_METHOD_SRQ_DESTROY, as libibverbs 44 does, and the
