@@ -155,3 +155,34 @@ func TestReregMR(t *testing.T) {
 		t.Fatal("the refused write changed the region")
 	}
 }
+
+// Which right an ATOMIC_WRITE needs (6.2+): the MR's REMOTE_WRITE. Into an
+// MR granting only REMOTE_ATOMIC it is refused (REM_ACCESS_ERR) and the
+// word stays; into one granting only REMOTE_WRITE it lands.
+func TestAtomicWriteNeedsRemoteWrite(t *testing.T) {
+	if !kernelAtLeast(t, 6, 2) {
+		t.Skip("ATOMIC_WRITE exists from kernel 6.2 on (TestAtomicWriteFlush covers the refusal on 6.1)")
+	}
+	for _, c := range []struct {
+		name   string
+		access uverbs.Access
+		ok     bool
+	}{
+		{"REMOTE_WRITE only", uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite, true},
+		{"REMOTE_ATOMIC only", uverbs.AccessLocalWrite | uverbs.AccessRemoteAtomic, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := opsPair(t, endOpts{})
+			target := extraMR(t, b, 4096, c.access)
+			mem := target.Buffer().Bytes()
+			binary.NativeEndian.PutUint64(mem, 42)
+			post(t, a, qp.SendWR{ID: 1, Opcode: qp.AtomicWrite, Flags: qp.Signaled, RemoteAddr: target.Addr(), RKey: target.RKey(), Swap: 7})
+			w := completion(t, a)
+			got := binary.NativeEndian.Uint64(mem)
+			t.Logf("%s: %v, word %d", c.name, w.Status, got)
+			if c.ok && (w.Status != cq.Success || got != 7) || !c.ok && (w.Status != cq.RemAccessErr || got != 42) {
+				t.Fatalf("ATOMIC_WRITE into an MR with %v: %v, word %d", c.access, w.Status, got)
+			}
+		})
+	}
+}

@@ -319,3 +319,53 @@ func TestMWContextCloseOrder(t *testing.T) {
 		t.Fatalf("region Close after Context.Close: %v", err)
 	}
 }
+
+// A type 2 window is reachable only through the QP it was bound on: a
+// second connection between the same two PDs is refused with the window's
+// rkey (REM_ACCESS_ERR, memory untouched) while the first one gets in.
+func TestMWType2OtherQPRefused(t *testing.T) {
+	r := newMWRig(t, uverbs.AccessLocalWrite|uverbs.AccessMWBind)
+	mw := allocMW(t, r.b, uverbs.MWType2)
+	r.bind2(t, mw, 1)
+	// The second connection: new QPs on the same PDs and CQs.
+	second := func(e *qpEnd) *qpEnd {
+		q, err := qp.New(e.pd, qp.InitAttr{Type: qp.RC, SendCQ: e.cq, RecvCQ: e.cq})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { closeOK(t, "QP 2", q.Close()) })
+		c := *e
+		c.qp = q
+		return &c
+	}
+	a2, b2 := second(r.a), second(r.b)
+	for _, s := range []struct{ local, remote *qpEnd }{{a2, b2}, {b2, a2}} {
+		if err := s.local.qp.ToInit(qp.InitParams{Access: allRemote}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.local.qp.ToRTR(qp.RTRParams{DestQPN: s.remote.qp.Num(), RQPSN: psn(s.remote.qp), PathMTU: s.local.port.ActiveMTU,
+			DGID: s.remote.gid, SGIDIndex: uint8(s.local.gidIndex)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.local.qp.ToRTS(qp.RTSParams{SQPSN: psn(s.local.qp), Timeout: 10, RetryCnt: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	win := r.region.Addr() + winOff
+	wantWC(t, "write on the bound QP", r.write(t, 2, win, mw.RKey(), 32, 0x31), 2, cq.Success, cq.OpRDMAWrite)
+	src := a2.buf.Bytes()[:32]
+	for i := range src {
+		src[i] = 0x32
+	}
+	// The second connection works: a plain WRITE into b's own MR.
+	post(t, a2, qp.SendWR{ID: 9, Opcode: qp.RDMAWrite, Flags: qp.Signaled, SGEs: []uverbs.SGE{mustSGE(t, a2.mr, 0, 32)}, RemoteAddr: r.b.mr.Addr(), RKey: r.b.mr.RKey()})
+	wantWC(t, "write on the second connection", completion(t, a2), 9, cq.Success, cq.OpRDMAWrite)
+	post(t, a2, qp.SendWR{ID: 3, Opcode: qp.RDMAWrite, Flags: qp.Signaled, SGEs: []uverbs.SGE{mustSGE(t, a2.mr, 0, 32)}, RemoteAddr: win + 64, RKey: mw.RKey()})
+	if w := completion(t, a2); w.WRID != 3 || w.Status != cq.RemAccessErr {
+		t.Fatalf("write through another QP of the same PD: %d %v, want REM_ACCESS_ERR", w.WRID, w.Status)
+	}
+	if !allBytes(r.mem[winOff:winOff+32], 0x31) {
+		t.Fatal("the first write did not land")
+	}
+	r.untouched(t, winOff, winOff+32)
+}

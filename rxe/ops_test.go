@@ -223,3 +223,32 @@ func TestPostSendExtOpsZeroAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per PostSend of atomics and window ops", allocs)
 	}
 }
+
+func TestExtOpcodeNames(t *testing.T) {
+	for op, want := range map[Opcode]string{
+		OpAtomicCmpAndSwp: "ATOMIC_CMP_AND_SWP", OpAtomicFetchAndAdd: "ATOMIC_FETCH_AND_ADD", OpLocalInv: "LOCAL_INV",
+		OpBindMW: "BIND_MW", OpSendWithInv: "SEND_WITH_INV", OpFlush: "FLUSH", OpAtomicWrite: "ATOMIC_WRITE",
+		10: "Opcode(10)", 12: "Opcode(12)", 16: "Opcode(16)",
+	} {
+		if got := op.String(); got != want {
+			t.Errorf("Opcode(%d).String() = %q, want %q", uint32(op), got, want)
+		}
+	}
+	for op, want := range map[WCOpcode]string{
+		WCCompSwap: "COMP_SWAP", WCFetchAdd: "FETCH_ADD", WCBindMW: "BIND_MW", WCLocalInv: "LOCAL_INV",
+		WCFlush: "FLUSH", WCAtomicWrite: "ATOMIC_WRITE", 7: "WCOpcode(7)",
+	} {
+		if got := op.String(); got != want {
+			t.Errorf("WCOpcode(%d).String() = %q, want %q", uint32(op), got, want)
+		}
+	}
+	// The values are the kernel's enums (ib_user_verbs.h of 6.12).
+	for _, c := range []struct {
+		got, want uint32
+	}{{uint32(OpAtomicCmpAndSwp), 5}, {uint32(OpAtomicFetchAndAdd), 6}, {uint32(OpLocalInv), 7}, {uint32(OpBindMW), 8},
+		{uint32(OpSendWithInv), 9}, {uint32(OpFlush), 14}, {uint32(OpAtomicWrite), 15}, {uint32(WCFlush), 8}, {uint32(WCAtomicWrite), 9}} {
+		if c.got != c.want {
+			t.Errorf("enum value %d, want %d", c.got, c.want)
+		}
+	}
+}
