@@ -303,8 +303,8 @@ func TestSRQResize(t *testing.T) {
 	}
 }
 
-// Context.Close frees an SRQ left open with QPs on it (QPs first, then the
-// SRQ, then the PD), unmapping its ring.
+// QPs on an SRQ map no receive ring; Context.Close frees an SRQ left open
+// with QPs on it (QPs first, then the SRQ, then the PD), unmapping its ring.
 func TestSRQContextCloseFreesIt(t *testing.T) {
 	dev := devices(t, 1)[0]
 	d, err := uverbs.DeviceByName(dev)
@@ -328,9 +328,20 @@ func TestSRQContextCloseFreesIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
-		if _, err := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c, SRQ: srq}); err != nil {
+	// The kernel makes no receive ring for a QP on an SRQ: one mapping
+	// (the send ring) per such QP, two for an ordinary QP.
+	for i := range 3 {
+		m0 := uverbsMappings(t)
+		attr := qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c, SRQ: srq}
+		want := 1
+		if i == 2 {
+			attr.SRQ, want = nil, 2
+		}
+		if _, err := qp.New(pd, attr); err != nil {
 			t.Fatal(err)
+		}
+		if got := uverbsMappings(t) - m0; got != want {
+			t.Errorf("QP %d (SRQ %v) added %d ring mappings, want %d", i, attr.SRQ != nil, got, want)
 		}
 	}
 	if err := srq.Close(); !errors.Is(err, unix.EBUSY) {

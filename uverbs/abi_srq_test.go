@@ -72,7 +72,6 @@ func TestSRQConstantsFromHeaders(t *testing.T) {
 		{"UVERBS_ATTR_CREATE_SRQ_EVENT_FD", attrCreateSRQEventFD},
 		{"UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR", attrCreateSRQRespMaxWR},
 		{"UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE", attrCreateSRQRespMaxSGE},
-		{"UVERBS_ATTR_CREATE_SRQ_RESP_SRQ_NUM", attrCreateSRQRespSRQNum},
 		{"UVERBS_ATTR_DESTROY_SRQ_HANDLE", attrDestroySRQHandle},
 		{"UVERBS_ATTR_DESTROY_SRQ_RESP", attrDestroySRQResp},
 		{"UVERBS_ATTR_CREATE_QP_SRQ_HANDLE", attrCreateQPSRQHandle},

@@ -149,7 +149,7 @@ func (c *Context) ReadAsyncEvent() (AsyncEvent, error) {
 // cancelled, an eventfd written when ctx is done, so that cancelling ctx
 // ends the wait with ctx.Err(). rdma_rxe raises port events (the netdev
 // going down or up), CQ errors (overrun), SRQ limit and SQ drained events,
-// and from 6.2 on last-WQE-reached; it never raises a device-fatal event:
+// and on 6.12 (not 6.1) last-WQE-reached; it never raises a device-fatal event:
 // see the package documentation about removing a device. The wait occupies
 // an OS thread. It must not run concurrently with Close.
 func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {

@@ -14,7 +14,7 @@
 // [Context] and its queries, protection domains ([PD]), off-heap buffers
 // ([Buffer]) and memory regions ([MR], [MR.SGE]), and GIDs
 // ([Context.FindGID], [Context.NetdevGID]); completion queues and queue
-// pairs come from packages cq and qp. The [CQ], [QP] and [CompChannel] types
+// pairs come from packages cq and qp. The [CQ], [QP], [SRQ] and [CompChannel] types
 // here are the kernel objects beneath those, for provider packages: queue
 // memory (the rings a provider such as rdma_rxe maps) is not handled here —
 // a provider passes its driver-specific response buffer to CreateCQ/CreateQP
@@ -34,7 +34,7 @@
 // of the context's async fd, each resolved to the CQ, QP or SRQ it names
 // (by user handle; the Context picks unique ones) or to its port. rdma_rxe
 // raises PORT_ERR/PORT_ACTIVE when its netdev goes down/up, CQ_ERR when a
-// CQ overruns, SRQ_LIMIT_REACHED, SQ_DRAINED and, from 6.2 on,
+// CQ overruns, SRQ_LIMIT_REACHED, SQ_DRAINED and (6.12, not 6.1)
 // QP_LAST_WQE_REACHED; it never raises DEVICE_FATAL.
 //
 // Removing a device: rdma_rxe cannot disassociate its users, so

@@ -98,19 +98,16 @@ func (pd *PD) CreateQP(attr QPInitAttr, driverOut []byte) (*QP, error) {
 }
 
 // createQPIoctl builds UVERBS_METHOD_QP_CREATE as ibv_icmd_create_qp in
-// libibverbs 44 does for an RC/UC/UD QP: the PD, the SRQ if any, send CQ
-// and receive CQ handles, the new QP's handle (returned, for the kernel's
+// libibverbs 44 does for an RC/UC/UD QP: the PD, send CQ and receive CQ
+// handles, the new QP's handle (returned, for the kernel's
 // answer in its Data), the type, the user handle, the caps asked (cp, in),
 // the async event fd (left out when there is none), the flags only when
-// SigAll sets one, the caps granted (cp again, out) and the QP number; then
+// SigAll sets one, the SRQ handle when there is an SRQ, the caps granted (cp again, out) and the QP number; then
 // librxe's driver response as UVERBS_ATTR_UHW_OUT, last. Every attribute is
 // mandatory.
 func createQPIoctl(driverID, pdHandle uint32, attr QPInitAttr, asyncFD int, cp *QPCap, qpn *uint32, driverOut []byte) (*ioctlBuf, *ioctlAttr) {
 	b := newIoctl(objectQP, methodQPCreate, driverID)
 	b.objIn(attrCreateQPPDHandle, pdHandle)
-	if attr.SRQ != nil {
-		b.objIn(attrCreateQPSRQHandle, attr.SRQ.handle)
-	}
 	b.objIn(attrCreateQPSendCQ, attr.SendCQ.handle)
 	b.objIn(attrCreateQPRecvCQ, attr.RecvCQ.handle)
 	handle := b.objIn(attrCreateQPHandle, 0)
@@ -122,6 +119,9 @@ func createQPIoctl(driverID, pdHandle uint32, attr QPInitAttr, asyncFD int, cp *
 	}
 	if attr.SigAll {
 		b.u32In(attrCreateQPFlags, createQPSQSigAll)
+	}
+	if attr.SRQ != nil {
+		b.objIn(attrCreateQPSRQHandle, attr.SRQ.handle)
 	}
 	b.ptrOut(attrCreateQPRespCap, unsafe.Pointer(cp), int(unsafe.Sizeof(*cp)))
 	b.ptrOut(attrCreateQPRespQPNum, unsafe.Pointer(qpn), int(unsafe.Sizeof(*qpn)))

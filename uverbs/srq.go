@@ -115,17 +115,19 @@ func (c *Context) createSRQ(pdHandle uint32, userHandle uint64, a SRQAttr, drive
 	return resp.resp, nil
 }
 
-// createSRQIoctl builds UVERBS_METHOD_SRQ_CREATE for a basic SRQ: the new
-// handle (returned, for the kernel's answer in its Data), the PD, the type,
-// the user handle, the sizes and limit asked, the async event fd when there
-// is one, the sizes granted and the SRQ number (into r), then the driver's
-// response as UVERBS_ATTR_UHW_OUT.
+// createSRQIoctl builds UVERBS_METHOD_SRQ_CREATE for a basic SRQ in
+// libibverbs 44's order: the new handle (returned, for the kernel's answer
+// in its Data), the type, the user handle, the PD, the sizes and limit
+// asked, the async event fd when there is one, the sizes granted (into r),
+// then the driver's response as UVERBS_ATTR_UHW_OUT. The SRQ number
+// attribute is left out, as libibverbs does for a basic SRQ (the kernel
+// fills it only for XRC; rxe's number is in its driver response).
 func createSRQIoctl(driverID, pdHandle uint32, userHandle uint64, a SRQAttr, asyncFD int, r *createSRQResp, driverOut []byte) (*ioctlBuf, *ioctlAttr) {
 	b := newIoctl(objectSRQ, methodSRQCreate, driverID)
 	handle := b.objIn(attrCreateSRQHandle, 0)
-	b.objIn(attrCreateSRQPDHandle, pdHandle)
 	b.constIn(attrCreateSRQType, srqTypeBasic)
 	b.u64In(attrCreateSRQUserHandle, userHandle)
+	b.objIn(attrCreateSRQPDHandle, pdHandle)
 	b.u32In(attrCreateSRQMaxWR, a.MaxWR)
 	b.u32In(attrCreateSRQMaxSGE, a.MaxSGE)
 	b.u32In(attrCreateSRQLimit, a.Limit)
@@ -134,7 +136,6 @@ func createSRQIoctl(driverID, pdHandle uint32, userHandle uint64, a SRQAttr, asy
 	}
 	b.ptrOut(attrCreateSRQRespMaxWR, unsafe.Pointer(&r.MaxWR), 4)
 	b.ptrOut(attrCreateSRQRespMaxSGE, unsafe.Pointer(&r.MaxSGE), 4)
-	b.ptrOut(attrCreateSRQRespSRQNum, unsafe.Pointer(&r.SRQN), 4)
 	if len(driverOut) > 0 {
 		b.ptrOut(attrUHWOut, unsafe.Pointer(&driverOut[0]), len(driverOut))
 	}
