@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/pureverbs/pureverbs/tools/internal/inet6"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -222,7 +223,7 @@ func gidLine(b *strings.Builder, g *uverbs.GIDEntry, ll uverbs.LinkLayer) {
 		suffix = ", " + typ
 	}
 	if g.Type == uverbs.GIDTypeRoCEv2 {
-		fmt.Fprintf(b, "\t\t\tGID[%3d]:\t\t%s%s\n", g.Index, ntop6(g.GID), suffix)
+		fmt.Fprintf(b, "\t\t\tGID[%3d]:\t\t%s%s\n", g.Index, inet6.Ntop(g.GID), suffix)
 		return
 	}
 	var hex strings.Builder

@@ -166,28 +166,3 @@ func TestFormatOptionalSections(t *testing.T) {
 		t.Errorf("phys_state shown for a non-IB transport, or a GID with a zero interface id shown:\n%s", got)
 	}
 }
-
-// ntop6 is glibc's inet_ntop(AF_INET6), not Go's formatting: the two
-// differ on IPv4-compatible addresses.
-func TestNtop6(t *testing.T) {
-	for _, tc := range []struct {
-		in   [16]byte
-		want string
-	}{
-		{netip.MustParseAddr("::ffff:10.99.0.1").As16(), "::ffff:10.99.0.1"},
-		{netip.MustParseAddr("fe80::f0fc:51ff:fe75:5ddc").As16(), "fe80::f0fc:51ff:fe75:5ddc"},
-		{netip.MustParseAddr("::1.2.3.4").As16(), "::1.2.3.4"},
-		{netip.MustParseAddr("::1").As16(), "::1"},
-		{netip.MustParseAddr("::").As16(), "::"},
-		{netip.MustParseAddr("::2").As16(), "::2"},
-		{netip.MustParseAddr("1:0:0:2:0:0:0:3").As16(), "1:0:0:2::3"},
-		{netip.MustParseAddr("1:0:0:2:3:0:0:4").As16(), "1::2:3:0:0:4"},
-		{netip.MustParseAddr("1:2:3:4:5:6:7:0").As16(), "1:2:3:4:5:6:7:0"},
-		{netip.MustParseAddr("1:2:3:4:5:6::").As16(), "1:2:3:4:5:6::"},
-		{netip.MustParseAddr("::ffff:0:1.2.3.4").As16(), "::ffff:0:102:304"},
-	} {
-		if got := ntop6(tc.in); got != tc.want {
-			t.Errorf("ntop6(%v) = %q, want %q", netip.AddrFrom16(tc.in), got, tc.want)
-		}
-	}
-}

@@ -22,7 +22,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pureverbs/pureverbs/internal/getopt"
+	"github.com/pureverbs/pureverbs/tools/internal/getopt"
 	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )

@@ -25,6 +25,8 @@ import (
 	"os"
 	"runtime"
 	"time"
+
+	pp "github.com/pureverbs/pureverbs/tools/internal/pingpong"
 )
 
 func main() {
@@ -35,7 +37,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	o, err := parseOptions(args[1:])
 	switch {
-	case errors.Is(err, errUsage):
+	case errors.Is(err, pp.ErrUsage):
 		printUsage(stdout, args[0])
 		return 1
 	case err != nil:
@@ -59,13 +61,13 @@ func pingpongMain(o *options, stdout, stderr io.Writer) (err error) {
 	}
 	defer func() { err = errors.Join(err, e.close()) }()
 
-	p := &pingpong{q: e, iters: o.iters, rxDepth: o.rxDepth}
-	if err := p.fill(); err != nil {
+	p := &pp.Pingpong{Q: e, Iters: o.iters, RxDepth: o.rxDepth}
+	if err := p.Fill(); err != nil {
 		return err
 	}
 	if o.events {
-		if err := e.armCQ(); err != nil {
-			return err
+		if err := e.cq.ReqNotify(false); err != nil {
+			return fmt.Errorf("Couldn't request CQ notification: %w", err)
 		}
 	}
 	psn := rand.Uint32() & 0xffffff
@@ -73,33 +75,33 @@ func pingpongMain(o *options, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	printAddress(stdout, "local address: ", local)
+	pp.PrintAddress(stdout, "local address: ", local)
 
 	client := o.server != ""
-	var remote dest
+	var remote pp.Dest
 	if client {
-		remote, err = dialExchange(o.server, o.port, local)
+		remote, err = pp.DialExchange(o.server, o.port, local)
 	} else {
-		ln, lerr := listen(o.port)
+		ln, lerr := pp.Listen(o.port)
 		if lerr != nil {
 			return lerr
 		}
-		remote, err = acceptExchange(ln, local, func(r dest) error { return e.connect(r, psn) })
+		remote, err = pp.AcceptExchange(ln, local, func(r pp.Dest) error { return e.connect(r, psn) })
 	}
 	if err != nil {
 		return err
 	}
-	printAddress(stdout, "remote address:", remote)
+	pp.PrintAddress(stdout, "remote address:", remote)
 	if client {
 		if err := e.connect(remote, psn); err != nil {
 			return err
 		}
 		if o.validate {
-			markPages(e.buf.Bytes())
+			pp.MarkPages(e.buf.Bytes())
 		}
 	}
 
-	if err := p.start(client); err != nil {
+	if err := p.Start(client); err != nil {
 		return err
 	}
 	if !o.events {
@@ -113,23 +115,23 @@ func pingpongMain(o *options, stdout, stderr io.Writer) (err error) {
 	var warmAllocs int64
 	var allocErr error
 	if countMallocs {
-		allocs, warm = newLoopAllocs((*endpoint).exchange), &loopAllocs{}
-		p.warmUp = max(o.iters/4, 1)
-		p.onWarm = func() {
+		allocs, warm = newLoopAllocs(pp.Loop), &loopAllocs{}
+		p.WarmUp = max(o.iters/4, 1)
+		p.OnWarm = func() {
 			warmAllocs, allocErr = allocs.snapshot()
 			warm.sites, warm.nsite = allocs.sites, allocs.nsite
 		}
 	}
 	start := time.Now()
-	events, err := e.exchange(p)
+	events, err := pp.Loop(e.cq, e.ch, p, e.wc[:])
 	elapsed := time.Since(start)
-	if countMallocs && p.rcnt >= p.warmUp {
+	if countMallocs && p.Received() >= p.WarmUp {
 		n, serr := allocs.snapshot()
 		if allocErr = cmp.Or(allocErr, serr); allocErr != nil {
 			fmt.Fprintf(stderr, "rc-pingpong: counting allocations: %v\n", allocErr)
 		} else {
 			fmt.Fprintf(stderr, "rc-pingpong: %d heap allocations in the %d iterations after a warm-up of %d\n",
-				n-warmAllocs, o.iters-p.warmUp, p.warmUp)
+				n-warmAllocs, o.iters-p.WarmUp, p.WarmUp)
 			allocs.report(stderr, warm)
 		}
 	}
@@ -137,29 +139,9 @@ func pingpongMain(o *options, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	printSummary(stdout, o.size, o.iters, elapsed)
+	pp.PrintSummary(stdout, o.size, o.iters, elapsed)
 	if !client && o.validate {
-		checkPages(stdout, e.buf.Bytes())
+		pp.CheckPages(stdout, e.buf.Bytes())
 	}
 	return nil
-}
-
-// markPages and checkPages are the C tool's -c: the client stamps the first
-// byte of every page of its message and the server checks what it received.
-// The C stamp is i/page_size % sizeof(char), which is always 0; the same
-// stamp is used so that either end may be the C tool. The buffer starts
-// filled with 0x7b, so a page that never arrived shows.
-func markPages(b []byte) {
-	for i := 0; i < len(b); i += os.Getpagesize() {
-		b[i] = 0
-	}
-}
-
-func checkPages(w io.Writer, b []byte) {
-	page := os.Getpagesize()
-	for i := 0; i < len(b); i += page {
-		if b[i] != 0 {
-			fmt.Fprintf(w, "invalid data in page %d\n", i/page)
-		}
-	}
 }

@@ -29,7 +29,7 @@ type allocSite struct {
 }
 
 // newLoopAllocs starts sampling every allocation; loop is the function
-// whose allocations count (a method expression such as (*endpoint).exchange).
+// whose allocations count (such as pingpong.Loop).
 func newLoopAllocs(loop any) *loopAllocs {
 	runtime.MemProfileRate = 1
 	return &loopAllocs{

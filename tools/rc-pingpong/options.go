@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 
-	"github.com/pureverbs/pureverbs/internal/getopt"
+	"github.com/pureverbs/pureverbs/tools/internal/getopt"
+	pp "github.com/pureverbs/pureverbs/tools/internal/pingpong"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -51,13 +51,9 @@ var optionSpecs = []getopt.Spec{
 	{Short: 'j', Long: "dm", Arg: false}, {Short: 'N', Long: "new_send", Arg: false},
 }
 
-// errUsage asks the caller to print the usage text and fail, as
-// ibv_rc_pingpong does for a bad value or a surplus operand.
-var errUsage = errors.New("usage")
-
 // parseOptions parses the arguments after the program name. A getopt error
 // is returned as it is (the caller prints it and the usage); a bad value
-// gives errUsage; an option rxe cannot honour gives a plain error.
+// gives pp.ErrUsage; an option rxe cannot honour gives a plain error.
 func parseOptions(args []string) (options, error) {
 	o := defaultOptions()
 	vals, operands, err := getopt.Parse(optionSpecs, args)
@@ -74,7 +70,7 @@ func parseOptions(args []string) (options, error) {
 	case 1:
 		o.server = operands[0]
 	default:
-		return o, errUsage
+		return o, pp.ErrUsage
 	}
 	return o, nil
 }
@@ -86,34 +82,34 @@ func (o *options) set(c rune, arg string) error {
 	var err error
 	switch c {
 	case 'p':
-		o.port, err = number(arg, 0, 65535)
+		o.port, err = pp.Number(arg, 0, 65535)
 	case 'd':
 		o.ibDev = arg
 	case 'i':
 		var p int
-		p, err = number(arg, 1, 255)
+		p, err = pp.Number(arg, 1, 255)
 		o.ibPort = uint8(p)
 	case 's':
-		o.size, err = number(arg, 0, 1<<31-1)
+		o.size, err = pp.Number(arg, 0, 1<<31-1)
 	case 'm':
 		var m int
-		if m, err = number(arg, 0, 1<<31-1); err == nil {
-			if o.mtu = mtuFromBytes(m); o.mtu == 0 {
-				err = errUsage
+		if m, err = pp.Number(arg, 0, 1<<31-1); err == nil {
+			if o.mtu = pp.MTUFromBytes(m); o.mtu == 0 {
+				err = pp.ErrUsage
 			}
 		}
 	case 'r':
-		o.rxDepth, err = number(arg, 0, 1<<31-1)
+		o.rxDepth, err = pp.Number(arg, 0, 1<<31-1)
 	case 'n':
-		o.iters, err = number(arg, 0, 1<<31-1)
+		o.iters, err = pp.Number(arg, 0, 1<<31-1)
 	case 'l':
 		var sl int
-		sl, err = number(arg, 0, 15)
+		sl, err = pp.Number(arg, 0, 15)
 		o.sl = uint8(sl)
 	case 'e':
 		o.events = true
 	case 'g':
-		o.gidIndex, err = number(arg, -1<<31, 1<<31-1)
+		o.gidIndex, err = pp.Number(arg, -1<<31, 1<<31-1)
 	case 'o':
 		o.odp = true
 	case 't':
@@ -130,27 +126,6 @@ func (o *options) set(c rune, arg string) error {
 		return errors.New("-j: device memory is not supported by rxe")
 	}
 	return err
-}
-
-// number parses a strtol-style integer (base prefix allowed) within
-// [lo, hi]; anything else is a usage error.
-func number(s string, lo, hi int) (int, error) {
-	n, err := strconv.ParseInt(s, 0, 64)
-	if err != nil || n < int64(lo) || n > int64(hi) {
-		return 0, errUsage
-	}
-	return int(n), nil
-}
-
-// mtuFromBytes is pp_mtu_to_enum: the path MTU for a size in bytes, 0 for
-// a size that is not one.
-func mtuFromBytes(n int) uverbs.MTU {
-	for m := uverbs.MTU256; m <= uverbs.MTU4096; m++ {
-		if m.Bytes() == n {
-			return m
-		}
-	}
-	return 0
 }
 
 // printUsage writes ibv_rc_pingpong's help text for the options this tool

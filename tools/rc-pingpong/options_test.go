@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	pp "github.com/pureverbs/pureverbs/tools/internal/pingpong"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -60,7 +61,7 @@ func TestParseOptions(t *testing.T) {
 func TestParseOptionsErrors(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
-		want string // "" means errUsage
+		want string // "" means pp.ErrUsage
 	}{
 		{[]string{"-p", "65536"}, ""},
 		{[]string{"-i", "0"}, ""},
@@ -82,7 +83,7 @@ func TestParseOptionsErrors(t *testing.T) {
 		switch {
 		case err == nil:
 			t.Errorf("%q: no error", tc.args)
-		case tc.want == "" && !errors.Is(err, errUsage):
+		case tc.want == "" && !errors.Is(err, pp.ErrUsage):
 			t.Errorf("%q: %v, want the usage", tc.args, err)
 		case tc.want != "" && err.Error() != tc.want:
 			t.Errorf("%q: %q, want %q", tc.args, err, tc.want)
@@ -98,15 +99,6 @@ func TestUsageErrorsPrintUsage(t *testing.T) {
 		}
 		if !strings.HasPrefix(stdout.String(), "Usage:\n  rc-pingpong            start a server") {
 			t.Errorf("%q: no usage on stdout:\n%s", args, stdout.String())
-		}
-	}
-}
-
-func TestMTUFromBytes(t *testing.T) {
-	for n, want := range map[int]uverbs.MTU{256: uverbs.MTU256, 512: uverbs.MTU512, 1024: uverbs.MTU1024,
-		2048: uverbs.MTU2048, 4096: uverbs.MTU4096, 0: 0, 1500: 0, 8192: 0, 128: 0} {
-		if got := mtuFromBytes(n); got != want {
-			t.Errorf("mtuFromBytes(%d) = %v, want %v", n, got, want)
 		}
 	}
 }

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
+	pp "github.com/pureverbs/pureverbs/tools/internal/pingpong"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -34,7 +34,7 @@ type endpoint struct {
 // inline when the device takes the whole message inline, as in the C tool.
 // On failure everything made so far is released.
 func openEndpoint(o *options) (e *endpoint, err error) {
-	dev, err := pickDevice(o.ibDev)
+	dev, err := pp.PickDevice(o.ibDev)
 	if err != nil {
 		return nil, err
 	}
@@ -97,8 +97,8 @@ func openEndpoint(o *options) (e *endpoint, err error) {
 		return e, fmt.Errorf("Failed to modify QP to INIT: %w", err)
 	}
 	e.sge[0] = qp.SGE{Addr: e.mr.Addr(), Length: uint32(o.size), LKey: e.mr.LKey()}
-	e.recv[0] = qp.RecvWR{ID: recvWRID, SGEs: e.sge[:]}
-	e.send[0] = qp.SendWR{ID: sendWRID, Opcode: qp.Send, Flags: qp.Signaled, SGEs: e.sge[:]}
+	e.recv[0] = qp.RecvWR{ID: pp.RecvWRID, SGEs: e.sge[:]}
+	e.send[0] = qp.SendWR{ID: pp.SendWRID, Opcode: qp.Send, Flags: qp.Signaled, SGEs: e.sge[:]}
 	if e.qp.Cap().MaxInline >= uint32(o.size) {
 		e.send[0].Flags |= qp.Inline
 		e.send[0].SGEs, e.send[0].Inline = nil, b
@@ -106,40 +106,23 @@ func openEndpoint(o *options) (e *endpoint, err error) {
 	return e, nil
 }
 
-// pickDevice is the named device, or the first one found.
-func pickDevice(name string) (uverbs.Device, error) {
-	devs, err := uverbs.Devices()
-	if err != nil {
-		return uverbs.Device{}, fmt.Errorf("Failed to get IB devices list: %w", err)
-	}
-	for _, d := range devs {
-		if name == "" || d.Name == name {
-			return d, nil
-		}
-	}
-	if name == "" {
-		return uverbs.Device{}, errors.New("No IB devices found")
-	}
-	return uverbs.Device{}, fmt.Errorf("IB device %s not found", name)
-}
-
 // localDest is this end's address: the port's LID (0 on RoCE, where the GID
 // is what matters), the GID at -g (none without it), the QP number and psn.
-func (e *endpoint) localDest(psn uint32) (dest, error) {
+func (e *endpoint) localDest(psn uint32) (pp.Dest, error) {
 	port, err := e.ctx.QueryPort(e.o.ibPort)
 	if err != nil {
-		return dest{}, fmt.Errorf("Couldn't get port info: %w", err)
+		return pp.Dest{}, fmt.Errorf("Couldn't get port info: %w", err)
 	}
-	d := dest{lid: port.LID, qpn: e.qp.Num(), psn: psn}
-	if port.LinkLayer != uverbs.LinkLayerEthernet && d.lid == 0 {
-		return dest{}, errors.New("Couldn't get local LID")
+	d := pp.Dest{LID: port.LID, QPN: e.qp.Num(), PSN: psn}
+	if port.LinkLayer != uverbs.LinkLayerEthernet && d.LID == 0 {
+		return pp.Dest{}, errors.New("Couldn't get local LID")
 	}
 	if e.o.gidIndex >= 0 {
 		g, err := e.ctx.QueryGID(e.o.ibPort, e.o.gidIndex)
 		if err != nil {
-			return dest{}, fmt.Errorf("can't read sgid of index %d: %w", e.o.gidIndex, err)
+			return pp.Dest{}, fmt.Errorf("can't read sgid of index %d: %w", e.o.gidIndex, err)
 		}
-		d.gid = g.GID
+		d.GID = g.GID
 	}
 	return d, nil
 }
@@ -147,19 +130,19 @@ func (e *endpoint) localDest(psn uint32) (dest, error) {
 // connect moves the QP to RTR towards remote and then to RTS, with the C
 // tool's attributes: a GRH (hop limit 1) only when the peer sent a GID,
 // ACK timeout 14, seven retries of each kind, one RDMA read either way.
-func (e *endpoint) connect(remote dest, myPSN uint32) error {
+func (e *endpoint) connect(remote pp.Dest, myPSN uint32) error {
 	rtr := qp.Attr{
 		State:           qp.RTR,
 		PathMTU:         e.o.mtu,
-		DestQPNum:       remote.qpn,
-		RQPSN:           remote.psn,
+		DestQPNum:       remote.QPN,
+		RQPSN:           remote.PSN,
 		MaxDestRdAtomic: 1,
 		MinRNRTimer:     12,
-		AH:              uverbs.AHAttr{DLID: remote.lid, SL: e.o.sl, PortNum: e.o.ibPort},
+		AH:              uverbs.AHAttr{DLID: remote.LID, SL: e.o.sl, PortNum: e.o.ibPort},
 	}
-	if remote.hasGlobalRoute() {
+	if remote.HasGlobalRoute() {
 		rtr.AH.IsGlobal = true
-		rtr.AH.GRH = uverbs.GlobalRoute{DGID: remote.gid, HopLimit: 1, SGIDIndex: uint8(e.o.gidIndex)}
+		rtr.AH.GRH = uverbs.GlobalRoute{DGID: remote.GID, HopLimit: 1, SGIDIndex: uint8(e.o.gidIndex)}
 	}
 	if err := e.qp.Modify(&rtr, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|
 		qp.AttrRQPSN|qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer); err != nil {
@@ -173,9 +156,9 @@ func (e *endpoint) connect(remote dest, myPSN uint32) error {
 	return nil
 }
 
-// postRecv posts up to n receives of the buffer, one call each as the C
+// PostRecv posts up to n receives of the buffer, one call each as the C
 // tool does, and returns how many went in.
-func (e *endpoint) postRecv(n int) int {
+func (e *endpoint) PostRecv(n int) int {
 	for i := range n {
 		if e.qp.PostRecv(e.recv[:]) != nil {
 			return i
@@ -184,57 +167,8 @@ func (e *endpoint) postRecv(n int) int {
 	return n
 }
 
-// postSend sends the buffer, signalled.
-func (e *endpoint) postSend() error { return e.qp.PostSend(e.send[:]) }
-
-// armCQ asks for an event on the next completion.
-func (e *endpoint) armCQ() error {
-	if err := e.cq.ReqNotify(false); err != nil {
-		return fmt.Errorf("Couldn't request CQ notification: %w", err)
-	}
-	return nil
-}
-
-// exchange runs the ping-pong until p is finished. In events mode each
-// round waits for a completion event, re-arms the CQ, then polls once; in
-// polling mode it spins on the CQ. It returns the number of events taken,
-// all of them to be acknowledged.
-func (e *endpoint) exchange(p *pingpong) (events int, err error) {
-	for !p.finished() {
-		if e.ch != nil {
-			c, err := e.ch.GetEvent(context.Background())
-			if err != nil {
-				return events, fmt.Errorf("Failed to get cq_event: %w", err)
-			}
-			events++
-			if c != e.cq {
-				return events, errors.New("CQ event for unknown CQ")
-			}
-			if err := e.armCQ(); err != nil {
-				return events, err
-			}
-		}
-		var n int
-		for {
-			if n, err = e.cq.Poll(e.wc[:]); err != nil {
-				return events, fmt.Errorf("poll CQ failed: %w", err)
-			}
-			if n > 0 || e.ch != nil {
-				break
-			}
-		}
-		for i := range e.wc[:n] {
-			wc := &e.wc[i]
-			if wc.Status != cq.Success {
-				return events, fmt.Errorf("Failed status %v (%d) for wr_id %d", wc.Status, uint32(wc.Status), int(wc.WRID))
-			}
-			if err := p.complete(wc.WRID); err != nil {
-				return events, err
-			}
-		}
-	}
-	return events, nil
-}
+// PostSend sends the buffer, signalled.
+func (e *endpoint) PostSend() error { return e.qp.PostSend(e.send[:]) }
 
 // close releases what openEndpoint made, in reverse order, and reports
 // every failure.

@@ -21,6 +21,8 @@ import (
 	"os"
 	"runtime"
 	"time"
+
+	pp "github.com/pureverbs/pureverbs/tools/internal/pingpong"
 )
 
 func main() {
@@ -31,7 +33,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	o, err := parseOptions(args[1:])
 	switch {
-	case errors.Is(err, errUsage):
+	case errors.Is(err, pp.ErrUsage):
 		printUsage(stdout, args[0])
 		return 1
 	case err != nil:
@@ -65,7 +67,7 @@ func pingpongMain(o *options, stdout io.Writer) (err error) {
 		return err
 	}
 	for _, p := range local {
-		printAddress(stdout, "local address: ", p)
+		pp.PrintAddress(stdout, "local address: ", pp.Dest(p))
 	}
 	client := o.server != ""
 	remote, err := func() ([]peerT, error) {
@@ -78,7 +80,7 @@ func pingpongMain(o *options, stdout io.Writer) (err error) {
 		return err
 	}
 	for _, p := range remote {
-		printAddress(stdout, "remote address:", p)
+		pp.PrintAddress(stdout, "remote address:", pp.Dest(p))
 	}
 	if client {
 		if err := e.connect(local, remote); err != nil {
@@ -96,22 +98,6 @@ func pingpongMain(o *options, stdout io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	printSummary(stdout, o.size, o.iters, elapsed)
+	pp.PrintSummary(stdout, o.size, o.iters, elapsed)
 	return nil
-}
-
-// printAddress prints one QP's address as ibv_srq_pingpong does; label is
-// "local address: " or "remote address:".
-func printAddress(w io.Writer, label string, p peerT) {
-	fmt.Fprintf(w, "  %s LID 0x%04x, QPN 0x%06x, PSN 0x%06x, GID %s\n", label, p.LID, p.QPN, p.PSN, formatGID(p.GID))
-}
-
-// printSummary prints the two result lines with the C tool's arithmetic
-// (whole microseconds in a float, bytes = 2*size*iters).
-func printSummary(w io.Writer, size, iters int, elapsed time.Duration) {
-	usec := float32(elapsed.Microseconds())
-	bytes := int64(size) * int64(iters) * 2
-	secs := float64(usec) / 1e6
-	fmt.Fprintf(w, "%d bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, secs, float64(bytes)*8/float64(usec))
-	fmt.Fprintf(w, "%d iters in %.2f seconds = %.2f usec/iter\n", iters, secs, float64(usec/float32(iters)))
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pureverbs/pureverbs/qp"
+	pp "github.com/pureverbs/pureverbs/tools/internal/pingpong"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -23,7 +24,7 @@ func TestDefaultsAndOptions(t *testing.T) {
 		t.Fatalf("parsed: %+v, %v", o, err)
 	}
 	for _, bad := range [][]string{{"-m", "1000"}, {"-q", "257"}, {"a", "b"}, {"-s", "0"}} {
-		if _, err := parseOptions(bad); !errors.Is(err, errUsage) {
+		if _, err := parseOptions(bad); !errors.Is(err, pp.ErrUsage) {
 			t.Errorf("%q: %v, want usage", bad, err)
 		}
 	}

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"strconv"
 
+	"github.com/pureverbs/pureverbs/tools/internal/getopt"
+	pp "github.com/pureverbs/pureverbs/tools/internal/pingpong"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -35,24 +35,21 @@ func defaultOptions() options {
 }
 
 // optionSpecs are ibv_srq_pingpong's options (rdma-core v44).
-var optionSpecs = []optSpec{
-	{'p', "port", true}, {'d', "ib-dev", true}, {'i', "ib-port", true},
-	{'s', "size", true}, {'m', "mtu", true}, {'q', "num-qp", true},
-	{'r', "rx-depth", true}, {'n', "iters", true}, {'l', "sl", true},
-	{'e', "events", false}, {'g', "gid-idx", true},
+var optionSpecs = []getopt.Spec{
+	{Short: 'p', Long: "port", Arg: true}, {Short: 'd', Long: "ib-dev", Arg: true}, {Short: 'i', Long: "ib-port", Arg: true},
+	{Short: 's', Long: "size", Arg: true}, {Short: 'm', Long: "mtu", Arg: true}, {Short: 'q', Long: "num-qp", Arg: true},
+	{Short: 'r', Long: "rx-depth", Arg: true}, {Short: 'n', Long: "iters", Arg: true}, {Short: 'l', Long: "sl", Arg: true},
+	{Short: 'e', Long: "events", Arg: false}, {Short: 'g', Long: "gid-idx", Arg: true},
 }
-
-// errUsage asks the caller to print the usage text and fail.
-var errUsage = errors.New("usage")
 
 func parseOptions(args []string) (options, error) {
 	o := defaultOptions()
-	vals, operands, err := getopt(optionSpecs, args)
+	vals, operands, err := getopt.Parse(optionSpecs, args)
 	if err != nil {
 		return o, err
 	}
 	for _, v := range vals {
-		if err := o.set(v.short, v.arg); err != nil {
+		if err := o.set(v.Short, v.Arg); err != nil {
 			return o, err
 		}
 	}
@@ -61,7 +58,7 @@ func parseOptions(args []string) (options, error) {
 	case 1:
 		o.server = operands[0]
 	default:
-		return o, errUsage
+		return o, pp.ErrUsage
 	}
 	if o.numQP > o.rxDepth {
 		return o, fmt.Errorf("rx_depth %d is too small for %d QPs -- must have at least one receive per QP.", o.rxDepth, o.numQP)
@@ -74,56 +71,36 @@ func (o *options) set(c rune, arg string) error {
 	var n int
 	switch c {
 	case 'p':
-		o.port, err = number(arg, 0, 65535)
+		o.port, err = pp.Number(arg, 0, 65535)
 	case 'd':
 		o.ibDev = arg
 	case 'i':
-		n, err = number(arg, 1, 255)
+		n, err = pp.Number(arg, 1, 255)
 		o.ibPort = uint8(n)
 	case 's':
-		o.size, err = number(arg, 1, 1<<31-1)
+		o.size, err = pp.Number(arg, 1, 1<<31-1)
 	case 'm':
-		if n, err = number(arg, 0, 1<<31-1); err == nil {
-			if o.mtu = mtuFromBytes(n); o.mtu == 0 {
-				err = errUsage
+		if n, err = pp.Number(arg, 0, 1<<31-1); err == nil {
+			if o.mtu = pp.MTUFromBytes(n); o.mtu == 0 {
+				err = pp.ErrUsage
 			}
 		}
 	case 'q':
 		// The C tool has room for MAX_QP queue pairs and does not check.
-		o.numQP, err = number(arg, 1, maxQP)
+		o.numQP, err = pp.Number(arg, 1, maxQP)
 	case 'r':
-		o.rxDepth, err = number(arg, 1, 1<<31-1)
+		o.rxDepth, err = pp.Number(arg, 1, 1<<31-1)
 	case 'n':
-		o.iters, err = number(arg, 0, 1<<31-1)
+		o.iters, err = pp.Number(arg, 0, 1<<31-1)
 	case 'l':
-		n, err = number(arg, 0, 15)
+		n, err = pp.Number(arg, 0, 15)
 		o.sl = uint8(n)
 	case 'e':
 		o.events = true
 	case 'g':
-		o.gidIndex, err = number(arg, -1<<31, 1<<31-1)
+		o.gidIndex, err = pp.Number(arg, -1<<31, 1<<31-1)
 	}
 	return err
-}
-
-// number parses a strtol-style integer (base prefix allowed) within
-// [lo, hi]; anything else is a usage error.
-func number(s string, lo, hi int) (int, error) {
-	n, err := strconv.ParseInt(s, 0, 64)
-	if err != nil || n < int64(lo) || n > int64(hi) {
-		return 0, errUsage
-	}
-	return int(n), nil
-}
-
-// mtuFromBytes is pp_mtu_to_enum.
-func mtuFromBytes(n int) uverbs.MTU {
-	for m := uverbs.MTU256; m <= uverbs.MTU4096; m++ {
-		if m.Bytes() == n {
-			return m
-		}
-	}
-	return 0
 }
 
 func printUsage(w io.Writer, argv0 string) {

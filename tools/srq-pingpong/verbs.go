@@ -8,17 +8,12 @@ import (
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
+	pp "github.com/pureverbs/pureverbs/tools/internal/pingpong"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
 // peerT is one QP's address record.
 type peerT = qp.Peer
-
-// Work request IDs and pending bits, as in the C tool.
-const (
-	recvWRID = 1
-	sendWRID = 2
-)
 
 // endpoint is one end: a context, a buffer, one CQ, one SRQ and -q QPs.
 type endpoint struct {
@@ -42,7 +37,7 @@ type endpoint struct {
 // of rx_depth+num_qp, an SRQ of rx_depth single-SGE requests, and the QPs
 // on it (one send request each), moved to INIT.
 func openEndpoint(o *options) (e *endpoint, err error) {
-	dev, err := pickDevice(o.ibDev)
+	dev, err := pp.PickDevice(o.ibDev)
 	if err != nil {
 		return nil, err
 	}
@@ -77,8 +72,8 @@ func openEndpoint(o *options) (e *endpoint, err error) {
 		return e, fmt.Errorf("Couldn't create SRQ: %w", err)
 	}
 	e.sge[0] = qp.SGE{Addr: e.mr.Addr(), Length: uint32(o.size), LKey: e.mr.LKey()}
-	e.recv[0] = qp.RecvWR{ID: recvWRID, SGEs: e.sge[:]}
-	e.send[0] = qp.SendWR{ID: sendWRID, Opcode: qp.Send, Flags: qp.Signaled, SGEs: e.sge[:]}
+	e.recv[0] = qp.RecvWR{ID: pp.RecvWRID, SGEs: e.sge[:]}
+	e.send[0] = qp.SendWR{ID: pp.SendWRID, Opcode: qp.Send, Flags: qp.Signaled, SGEs: e.sge[:]}
 	for i := range o.numQP {
 		q, err := qp.New(e.pd, qp.InitAttr{Type: qp.RC, SendCQ: e.cq, RecvCQ: e.cq, SRQ: e.srq, Cap: qp.Cap{MaxSendWR: 1, MaxSendSGE: 1}})
 		if err != nil {
@@ -98,23 +93,6 @@ func openEndpoint(o *options) (e *endpoint, err error) {
 		}
 	}
 	return e, nil
-}
-
-// pickDevice is the named device, or the first one found.
-func pickDevice(name string) (uverbs.Device, error) {
-	devs, err := uverbs.Devices()
-	if err != nil {
-		return uverbs.Device{}, fmt.Errorf("Failed to get IB devices list: %w", err)
-	}
-	for _, d := range devs {
-		if name == "" || d.Name == name {
-			return d, nil
-		}
-	}
-	if name == "" {
-		return uverbs.Device{}, errors.New("No IB devices found")
-	}
-	return uverbs.Device{}, fmt.Errorf("IB device %s not found", name)
 }
 
 // fillSRQ posts receives to the SRQ until routs reaches n, as
@@ -189,12 +167,12 @@ func (e *endpoint) connect(local, remote []peerT) error {
 func (e *endpoint) exchange(client bool) (events int, err error) {
 	pending := make([]int, len(e.qps))
 	for i := range e.qps {
-		pending[i] = recvWRID
+		pending[i] = pp.RecvWRID
 		if client {
 			if err := e.qps[i].PostSend(e.send[:]); err != nil {
 				return 0, fmt.Errorf("Couldn't post send: %w", err)
 			}
-			pending[i] |= sendWRID
+			pending[i] |= pp.SendWRID
 		}
 	}
 	wc := make([]cq.WC, len(e.qps)+e.o.rxDepth)
@@ -228,9 +206,9 @@ func (e *endpoint) exchange(client bool) (events int, err error) {
 				return events, fmt.Errorf("Couldn't find QPN %06x", w.QPNum)
 			}
 			switch w.WRID {
-			case sendWRID:
+			case pp.SendWRID:
 				scnt++
-			case recvWRID:
+			case pp.RecvWRID:
 				if e.routs--; e.routs <= len(e.qps) {
 					if err := e.fillSRQ(e.o.rxDepth); err != nil {
 						return events, err
@@ -245,7 +223,7 @@ func (e *endpoint) exchange(client bool) (events int, err error) {
 				if err := e.qps[i].PostSend(e.send[:]); err != nil {
 					return events, fmt.Errorf("Couldn't post send: %w", err)
 				}
-				pending[i] = recvWRID | sendWRID
+				pending[i] = pp.RecvWRID | pp.SendWRID
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/pureverbs/pureverbs/tools/internal/getopt"
 	pp "github.com/pureverbs/pureverbs/tools/internal/pingpong"
 )
 
@@ -35,7 +36,7 @@ func defaultOptions() options {
 }
 
 // optionSpecs are ibv_ud_pingpong's options (rdma-core v44).
-var optionSpecs = []pp.Opt{
+var optionSpecs = []getopt.Spec{
 	{Short: 'p', Long: "port", Arg: true}, {Short: 'd', Long: "ib-dev", Arg: true},
 	{Short: 'i', Long: "ib-port", Arg: true}, {Short: 's', Long: "size", Arg: true},
 	{Short: 'r', Long: "rx-depth", Arg: true},
@@ -49,7 +50,7 @@ var optionSpecs = []pp.Opt{
 // a surplus operand gives pp.ErrUsage.
 func parseOptions(args []string) (options, error) {
 	o := defaultOptions()
-	vals, operands, err := pp.Getopt(optionSpecs, args)
+	vals, operands, err := getopt.Parse(optionSpecs, args)
 	if err != nil {
 		return o, err
 	}

@@ -113,33 +113,6 @@ func TestHasGlobalRoute(t *testing.T) {
 	}
 }
 
-// Expected strings are glibc 2.36's inet_ntop(AF_INET6) output for each
-// address.
-func TestFormatGIDMatchesInetNtop(t *testing.T) {
-	for _, tc := range []struct {
-		gid  uverbs.GID
-		want string
-	}{
-		{uverbs.GID{}, "::"},
-		{uverbs.GID{15: 1}, "::1"},
-		{mappedGID, "::ffff:10.99.0.1"},
-		{uverbs.GID{12: 1, 13: 2, 14: 3, 15: 4}, "::1.2.3.4"},
-		{uverbs.GID{0: 0xfe, 1: 0x80, 8: 0x50, 9: 0x54, 11: 0xff, 12: 0xfe, 13: 0x12, 14: 0x34, 15: 0x56}, "fe80::5054:ff:fe12:3456"},
-		{uverbs.GID{1: 1, 7: 1}, "1:0:0:1::"},
-		{uverbs.GID{1: 1, 9: 1, 15: 1}, "1::1:0:0:1"},
-		{uverbs.GID{1: 1, 5: 1, 9: 1, 13: 1}, "1:0:1:0:1:0:1:0"},
-		{uverbs.GID{8: 0xff, 9: 0xff, 12: 1, 13: 2, 14: 3, 15: 4}, "::ffff:0:102:304"},
-		{uverbs.GID{11: 1}, "::1:0:0"},
-		{uverbs.GID{0: 0xff, 1: 0x02, 11: 1, 12: 0xff}, "ff02::1:ff00:0"},
-		{uverbs.GID{1: 1}, "1::"},
-		{uverbs.GID{7: 5}, "0:0:0:5::"},
-	} {
-		if got := FormatGID(tc.gid); got != tc.want {
-			t.Errorf("FormatGID(% x) = %q, want %q", tc.gid[:], got, tc.want)
-		}
-	}
-}
-
 func TestPrintAddress(t *testing.T) {
 	var sb strings.Builder
 	PrintAddress(&sb, "local address: ", Dest{LID: 0, QPN: 0x11, PSN: 0xabcdef, GID: mappedGID})

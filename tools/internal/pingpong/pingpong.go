@@ -31,6 +31,10 @@ type Pingpong struct {
 	rcnt    int // receives completed
 	routs   int // receives posted and not yet completed
 	pending int // RecvWRID|SendWRID bits still awaited before the next send
+	// OnWarm, if set, is called once, when the WarmUp-th receive completes
+	// (rc-pingpong starts counting the loop's allocations there).
+	OnWarm func()
+	WarmUp int
 }
 
 // Fill posts the first RxDepth receives, before the peer can send.
@@ -58,6 +62,9 @@ func (p *Pingpong) Start(client bool) error {
 // Finished reports whether this side has sent and received Iters messages.
 func (p *Pingpong) Finished() bool { return p.rcnt >= p.Iters && p.scnt >= p.Iters }
 
+// Received is the number of receives completed so far.
+func (p *Pingpong) Received() int { return p.rcnt }
+
 // Complete accounts for one successful completion. Receives are topped up
 // to rxDepth when at most one is left, and the next send goes out when
 // nothing is pending.
@@ -73,6 +80,9 @@ func (p *Pingpong) Complete(wrID uint64) error {
 			}
 		}
 		p.rcnt++
+		if p.rcnt == p.WarmUp && p.OnWarm != nil {
+			p.OnWarm()
+		}
 	default:
 		return fmt.Errorf("Completion for unknown wr_id %d", int(wrID))
 	}

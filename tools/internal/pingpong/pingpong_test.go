@@ -157,3 +157,27 @@ func TestCompleteAllocatesNothing(t *testing.T) {
 		t.Errorf("complete allocates %v times per exchange", allocs)
 	}
 }
+
+// OnWarm, where rc-pingpong starts counting allocations, runs once, when
+// the WarmUp-th receive completes.
+func TestOnWarm(t *testing.T) {
+	calls, at := 0, 0
+	p := &Pingpong{Q: nopPoster{}, Iters: 10, RxDepth: 4, WarmUp: 3}
+	p.OnWarm = func() { calls++; at = p.Received() }
+	if err := p.Fill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(true); err != nil {
+		t.Fatal(err)
+	}
+	for !p.Finished() {
+		for _, id := range []uint64{SendWRID, RecvWRID} {
+			if err := p.Complete(id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if calls != 1 || at != 3 {
+		t.Errorf("OnWarm called %d times, at receive %d; want once, at 3", calls, at)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/pureverbs/pureverbs/tools/internal/inet6"
 )
 
 // PrintAddress prints one end's connection data as ibv_rc_pingpong does;
@@ -14,7 +16,7 @@ func PrintAddress(w io.Writer, label string, d Dest) { PrintAddressSep(w, label,
 // prints its local address with ":" there.
 func PrintAddressSep(w io.Writer, label, sep string, d Dest) {
 	fmt.Fprintf(w, "  %s LID 0x%04x, QPN 0x%06x, PSN 0x%06x%s GID %s\n",
-		label, d.LID, d.QPN, d.PSN, sep, FormatGID(d.GID))
+		label, d.LID, d.QPN, d.PSN, sep, inet6.Ntop(d.GID))
 }
 
 // PrintSummary prints the two result lines. The arithmetic follows the C

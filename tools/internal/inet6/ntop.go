@@ -1,13 +1,15 @@
-package main
+// Package inet6 formats IPv6 addresses (and so RoCE GIDs) the way glibc
+// does, for the tools whose output is compared with rdma-core's C tools.
+package inet6
 
 import "fmt"
 
-// ntop6 formats a 16-byte address as glibc's inet_ntop(AF_INET6) does,
-// which ibv_devinfo prints RoCE v2 GIDs with: lower-case hex words, the
-// first longest run of two or more zero words as "::", and the last 32 bits
-// in dotted decimal for IPv4-compatible (::a.b.c.d with a non-zero seventh
-// word) and IPv4-mapped (::ffff:a.b.c.d) addresses.
-func ntop6(a [16]byte) string {
+// Ntop formats a 16-byte address as glibc's inet_ntop(AF_INET6) does:
+// lower-case hex words, the first longest run of two or more zero words as
+// "::", and the last 32 bits in dotted decimal for IPv4-compatible
+// (::a.b.c.d with a non-zero seventh word) and IPv4-mapped (::ffff:a.b.c.d)
+// addresses. Go's netip differs for the IPv4-compatible form.
+func Ntop(a [16]byte) string {
 	var w [8]uint16
 	for i := range w {
 		w[i] = uint16(a[2*i])<<8 | uint16(a[2*i+1])
