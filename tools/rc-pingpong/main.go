@@ -21,10 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
-	"runtime"
-	"time"
 
 	pp "github.com/pureverbs/pureverbs/tools/internal/pingpong"
 )
@@ -35,21 +32,8 @@ func main() {
 
 // run is the whole program; it returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
-	o, err := parseOptions(args[1:])
-	switch {
-	case errors.Is(err, pp.ErrUsage):
-		printUsage(stdout, args[0])
-		return 1
-	case err != nil:
-		fmt.Fprintf(stderr, "%s: %v\n", args[0], err)
-		printUsage(stdout, args[0])
-		return 1
-	}
-	if err := pingpongMain(&o, stdout, stderr); err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	return 0
+	return pp.Main(args, stdout, stderr, parseOptions, printUsage,
+		func(o *options) error { return pingpongMain(o, stdout, stderr) })
 }
 
 // pingpongMain sets up one end, connects it to its peer and runs the
@@ -60,88 +44,41 @@ func pingpongMain(o *options, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, e.close()) }()
+	s := &pp.Session{
+		Server: o.server, Port: o.port, Size: o.size, Iters: o.iters, RxDepth: o.rxDepth,
+		Events: o.events, Validate: o.validate, LocalSep: ",",
+		Q: e, CQ: e.cq, Ch: e.ch, Msg: e.buf.Bytes(),
+		LocalDest: e.localDest, Connect: e.connect,
+	}
+	if os.Getenv("RC_PINGPONG_MALLOCS") == "1" {
+		s.Around = func(p *pp.Pingpong) func() { return countMallocs(p, o.iters, stderr) }
+	}
+	return pp.Run(s, stdout)
+}
 
-	p := &pp.Pingpong{Q: e, Iters: o.iters, RxDepth: o.rxDepth}
-	if err := p.Fill(); err != nil {
-		return err
-	}
-	if o.events {
-		if err := e.cq.ReqNotify(false); err != nil {
-			return fmt.Errorf("Couldn't request CQ notification: %w", err)
-		}
-	}
-	psn := rand.Uint32() & 0xffffff
-	local, err := e.localDest(psn)
-	if err != nil {
-		return err
-	}
-	pp.PrintAddress(stdout, "local address: ", local)
-
-	client := o.server != ""
-	var remote pp.Dest
-	if client {
-		remote, err = pp.DialExchange(o.server, o.port, local)
-	} else {
-		ln, lerr := pp.Listen(o.port)
-		if lerr != nil {
-			return lerr
-		}
-		remote, err = pp.AcceptExchange(ln, local, func(r pp.Dest) error { return e.connect(r, psn) })
-	}
-	if err != nil {
-		return err
-	}
-	pp.PrintAddress(stdout, "remote address:", remote)
-	if client {
-		if err := e.connect(remote, psn); err != nil {
-			return err
-		}
-		if o.validate {
-			pp.MarkPages(e.buf.Bytes())
-		}
-	}
-
-	if err := p.Start(client); err != nil {
-		return err
-	}
-	if !o.events {
-		// The poll loop spins; keep it on one thread (see the style notes
-		// on spin loops and preemption).
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-	}
-	countMallocs := os.Getenv("RC_PINGPONG_MALLOCS") == "1"
-	var allocs, warm *loopAllocs
+// countMallocs starts counting the loop's heap allocations once a quarter
+// of its iterations (at least one) are done, and returns what reports the
+// count, and where they were made, on w after the loop.
+func countMallocs(p *pp.Pingpong, iters int, w io.Writer) (report func()) {
+	allocs, warm := newLoopAllocs(pp.Loop), &loopAllocs{}
 	var warmAllocs int64
 	var allocErr error
-	if countMallocs {
-		allocs, warm = newLoopAllocs(pp.Loop), &loopAllocs{}
-		p.WarmUp = max(o.iters/4, 1)
-		p.OnWarm = func() {
-			warmAllocs, allocErr = allocs.snapshot()
-			warm.sites, warm.nsite = allocs.sites, allocs.nsite
-		}
+	p.WarmUp = max(iters/4, 1)
+	p.OnWarm = func() {
+		warmAllocs, allocErr = allocs.snapshot()
+		warm.sites, warm.nsite = allocs.sites, allocs.nsite
 	}
-	start := time.Now()
-	events, err := pp.Loop(e.cq, e.ch, p, e.wc[:])
-	elapsed := time.Since(start)
-	if countMallocs && p.Received() >= p.WarmUp {
+	return func() {
+		if p.Received() < p.WarmUp {
+			return
+		}
 		n, serr := allocs.snapshot()
 		if allocErr = cmp.Or(allocErr, serr); allocErr != nil {
-			fmt.Fprintf(stderr, "rc-pingpong: counting allocations: %v\n", allocErr)
-		} else {
-			fmt.Fprintf(stderr, "rc-pingpong: %d heap allocations in the %d iterations after a warm-up of %d\n",
-				n-warmAllocs, o.iters-p.WarmUp, p.WarmUp)
-			allocs.report(stderr, warm)
+			fmt.Fprintf(w, "rc-pingpong: counting allocations: %v\n", allocErr)
+			return
 		}
+		fmt.Fprintf(w, "rc-pingpong: %d heap allocations in the %d iterations after a warm-up of %d\n",
+			n-warmAllocs, iters-p.WarmUp, p.WarmUp)
+		allocs.report(w, warm)
 	}
-	e.cq.Ack(events)
-	if err != nil {
-		return err
-	}
-	pp.PrintSummary(stdout, o.size, o.iters, elapsed)
-	if !client && o.validate {
-		pp.CheckPages(stdout, e.buf.Bytes())
-	}
-	return nil
 }

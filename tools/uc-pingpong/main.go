@@ -16,12 +16,8 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
-	"runtime"
-	"time"
 
 	pp "github.com/pureverbs/pureverbs/tools/internal/pingpong"
 )
@@ -32,21 +28,8 @@ func main() {
 
 // run is the whole program; it returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
-	o, err := parseOptions(args[1:])
-	switch {
-	case errors.Is(err, pp.ErrUsage):
-		printUsage(stdout, args[0])
-		return 1
-	case err != nil:
-		fmt.Fprintf(stderr, "%s: %v\n", args[0], err)
-		printUsage(stdout, args[0])
-		return 1
-	}
-	if err := pingpongMain(&o, stdout); err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	return 0
+	return pp.Main(args, stdout, stderr, parseOptions, printUsage,
+		func(o *options) error { return pingpongMain(o, stdout) })
 }
 
 // pingpongMain sets up one end, connects it to its peer and runs the
@@ -57,64 +40,10 @@ func pingpongMain(o *options, stdout io.Writer) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, e.close()) }()
-
-	p := &pp.Pingpong{Q: e, Iters: o.iters, RxDepth: o.rxDepth}
-	if err := p.Fill(); err != nil {
-		return err
-	}
-	if o.events {
-		if err := e.cq.ReqNotify(false); err != nil {
-			return fmt.Errorf("Couldn't request CQ notification: %w", err)
-		}
-	}
-	psn := rand.Uint32() & 0xffffff
-	local, err := e.localDest(psn)
-	if err != nil {
-		return err
-	}
-	pp.PrintAddress(stdout, "local address: ", local)
-
-	client := o.server != ""
-	var remote pp.Dest
-	if client {
-		remote, err = pp.DialExchange(o.server, o.port, local)
-	} else {
-		ln, lerr := pp.Listen(o.port)
-		if lerr != nil {
-			return lerr
-		}
-		remote, err = pp.AcceptExchange(ln, local, func(r pp.Dest) error { return e.connect(r, psn) })
-	}
-	if err != nil {
-		return err
-	}
-	pp.PrintAddress(stdout, "remote address:", remote)
-	if client {
-		if err := e.connect(remote, psn); err != nil {
-			return err
-		}
-		if o.validate {
-			pp.MarkPages(e.buf.Bytes())
-		}
-	}
-	if err := p.Start(client); err != nil {
-		return err
-	}
-	if !o.events {
-		// The poll loop spins; keep it on one thread.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-	}
-	start := time.Now()
-	events, err := pp.Loop(e.cq, e.ch, p, e.wc[:])
-	elapsed := time.Since(start)
-	e.cq.Ack(events)
-	if err != nil {
-		return err
-	}
-	pp.PrintSummary(stdout, o.size, o.iters, elapsed)
-	if !client && o.validate {
-		pp.CheckPages(stdout, e.buf.Bytes())
-	}
-	return nil
+	return pp.Run(&pp.Session{
+		Server: o.server, Port: o.port, Size: o.size, Iters: o.iters, RxDepth: o.rxDepth,
+		Events: o.events, Validate: o.validate, LocalSep: ",",
+		Q: e, CQ: e.cq, Ch: e.ch, Msg: e.buf.Bytes(),
+		LocalDest: e.localDest, Connect: e.connect,
+	}, stdout)
 }

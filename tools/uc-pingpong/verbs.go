@@ -25,7 +25,6 @@ type endpoint struct {
 	recv [1]qp.RecvWR
 	send [1]qp.SendWR
 	sge  [1]qp.SGE
-	wc   [2]cq.WC // the C tool polls two at a time
 }
 
 // openEndpoint picks the device, then creates the buffer, completion

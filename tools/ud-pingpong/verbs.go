@@ -34,8 +34,7 @@ type endpoint struct {
 	send  [1]qp.SendWR
 	rsge  [1]qp.SGE
 	ssge  [1]qp.SGE
-	wc    [2]cq.WC // the C tool polls two at a time
-	inner []byte   // the message: the buffer past the GRH area
+	inner []byte // the message: the buffer past the GRH area
 }
 
 // openEndpoint picks the device, creates the buffer (size+40 bytes, filled
