@@ -44,21 +44,9 @@ var optionSpecs = []getopt.Spec{
 
 func parseOptions(args []string) (options, error) {
 	o := defaultOptions()
-	vals, operands, err := getopt.Parse(optionSpecs, args)
-	if err != nil {
+	var err error
+	if o.server, err = pp.ParseArgs(optionSpecs, args, o.set); err != nil {
 		return o, err
-	}
-	for _, v := range vals {
-		if err := o.set(v.Short, v.Arg); err != nil {
-			return o, err
-		}
-	}
-	switch len(operands) {
-	case 0:
-	case 1:
-		o.server = operands[0]
-	default:
-		return o, pp.ErrUsage
 	}
 	if o.numQP > o.rxDepth {
 		return o, fmt.Errorf("rx_depth %d is too small for %d QPs -- must have at least one receive per QP.", o.rxDepth, o.numQP)

@@ -50,21 +50,9 @@ var optionSpecs = []getopt.Spec{
 // a surplus operand gives pp.ErrUsage.
 func parseOptions(args []string) (options, error) {
 	o := defaultOptions()
-	vals, operands, err := getopt.Parse(optionSpecs, args)
-	if err != nil {
+	var err error
+	if o.server, err = pp.ParseArgs(optionSpecs, args, o.set); err != nil {
 		return o, err
-	}
-	for _, v := range vals {
-		if err := o.set(v.Short, v.Arg); err != nil {
-			return o, err
-		}
-	}
-	switch len(operands) {
-	case 0:
-	case 1:
-		o.server = operands[0]
-	default:
-		return o, pp.ErrUsage
 	}
 	return o, nil
 }
