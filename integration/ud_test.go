@@ -229,7 +229,8 @@ func TestUDLongerThanMTU(t *testing.T) {
 // it on rxe1; after one detaches, only the other receives. The group is the
 // IPv4-mapped GID of 239.1.2.3; veth1 accepts the group's traffic through a
 // socket's membership (an attach makes no IGMP join), and the sender
-// addresses QPN 0xffffff.
+// addresses QPN 0xffffff. The QP still attached at the end closes all
+// the same.
 func TestUDMulticast(t *testing.T) {
 	devs := devices(t, 2)
 	group := netip.MustParseAddr("239.1.2.3")
@@ -271,9 +272,8 @@ func TestUDMulticast(t *testing.T) {
 		t.Fatalf("attached receiver after the detach: %+v %v", w, err)
 	}
 	quiet(t, r2.cq, "the detached receiver")
-	if err := r1.qp.DetachMulticast(gid); err != nil {
-		t.Fatal(err)
-	}
+	// r1 stays attached: its Close (at cleanup, checked) detaches it first,
+	// as uverbs refuses (EBUSY) to destroy an attached QP.
 }
 
 // UD post and poll allocate nothing.
@@ -306,5 +306,68 @@ func TestUDZeroAllocs(t *testing.T) {
 	round()
 	if n := testing.AllocsPerRun(50, round); n != 0 {
 		t.Fatalf("%v allocations per UD round trip", n)
+	}
+}
+
+// Context.Close destroys an address handle (and a UD QP attached to a
+// multicast group) left open, before the PD: the close succeeds (the
+// kernel refuses to free a PD an AH still uses), the kernel's counts are
+// back where they were, and the AH's own Close afterwards does nothing.
+func TestUDContextCloseFreesAH(t *testing.T) {
+	name := devices(t, 1)[0]
+	d, err := uverbs.DeviceByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := kernelResources(t, name)
+	ctx, err := uverbs.Open(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cq.New(ctx, 4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := qp.New(pd, qp.InitAttr{Type: qp.UD, SendCQ: c, RecvCQ: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.ActivateUD(qp.UDOptions{QKey: udQKey}); err != nil {
+		t.Fatal(err)
+	}
+	group := uverbs.GID(netip.MustParseAddr("::ffff:239.1.2.4").As16())
+	if err := q.AttachMulticast(group); err != nil {
+		t.Fatal(err)
+	}
+	port, err := ctx.QueryPort(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gid, idx := mappedGID(t, name, port)
+	var ahs []*qp.AH
+	for range 3 {
+		ah, err := qp.NewAH(pd, qp.AHParams{DGID: gid, SGIDIndex: uint8(idx)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ahs = append(ahs, ah)
+	}
+	if err := ctx.Close(); err != nil {
+		t.Fatalf("Context.Close with live AHs: %v", err)
+	}
+	if after := kernelResources(t, name); !sameCounts(after, before) {
+		t.Fatalf("kernel counts after Context.Close %v, before %v", after, before)
+	}
+	for _, ah := range ahs {
+		if err := ah.Close(); err != nil {
+			t.Errorf("AH.Close after Context.Close: %v", err)
+		}
+	}
+	if err := q.AttachMulticast(group); err == nil {
+		t.Error("attach_mcast on a QP of a closed Context succeeded")
 	}
 }

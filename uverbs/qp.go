@@ -23,7 +23,8 @@ type QP struct {
 	pd     *PD
 	handle uint32
 	num    uint32
-	init   QPInitAttr // Cap as granted
+	init   QPInitAttr  // Cap as granted
+	groups mcastGroups // multicast groups attached, detached before destroy
 	kid    *child
 	close  once
 }
@@ -174,8 +175,10 @@ func (qp *QP) PostSendDoorbell() error {
 	return execHotWrite(qp.pd.ctx, "post_send", cmdPostSend, &f, &resp)
 }
 
-// Destroy destroys the QP (UVERBS_METHOD_QP_DESTROY, or
-// IB_USER_VERBS_CMD_DESTROY_QP on a kernel without it) and returns how many
+// Destroy detaches the QP from the multicast groups it is still attached
+// to (the kernel refuses to destroy it otherwise), destroys it
+// (UVERBS_METHOD_QP_DESTROY, or IB_USER_VERBS_CMD_DESTROY_QP on a kernel
+// without it) and returns how many
 // async events the kernel reported for it. Idempotent: later calls return 0.
 func (qp *QP) Destroy() (events uint32, err error) {
 	err = qp.close.do(func() error {
@@ -198,6 +201,9 @@ func (qp *QP) destroy() (destroyQPResp, error) {
 	const verb = "destroy_qp"
 	c := qp.pd.ctx
 	var r destroyQPResp
+	if err := qp.detachAll(); err != nil {
+		return r, err
+	}
 	if done, err := c.tryIoctl(ioctlDestroyQP, verb, func(driverID uint32) *ioctlBuf {
 		return destroyQPIoctl(driverID, qp.handle, &r)
 	}); done {
