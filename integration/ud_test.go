@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
@@ -369,5 +370,58 @@ func TestUDContextCloseFreesAH(t *testing.T) {
 	}
 	if err := q.AttachMulticast(group); err == nil {
 		t.Error("attach_mcast on a QP of a closed Context succeeded")
+	}
+}
+
+// linkLocalGID is the end's IPv6 link-local RoCE v2 GID (fe80::/64).
+func linkLocalGID(t *testing.T, e *qpEnd) uverbs.GIDEntry {
+	t.Helper()
+	table, err := e.ctx.QueryGIDTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range table {
+		if g.Port == 1 && g.GID.Addr().IsLinkLocalUnicast() && !g.GID.Addr().Is4In6() {
+			return g
+		}
+	}
+	t.Fatalf("%s has no link-local GID: %+v", e.dev, table)
+	return uverbs.GIDEntry{}
+}
+
+// Over the IPv6 link-local GIDs the GRH area holds a real IPv6 header:
+// version 6, the two link-local addresses, the route's hop limit.
+func TestUDIPv6GRH(t *testing.T) {
+	devs := devices(t, 2)
+	a, b := openUD(t, devs[0], udQKey, 0, 256), openUD(t, devs[1], udQKey, 2, 256)
+	src, dst := linkLocalGID(t, a), linkLocalGID(t, b)
+	// The kernel resolves the neighbour in create_ah; the first resolution
+	// of a link-local peer may time out (ETIMEDOUT) while ND runs.
+	var ah *qp.AH
+	for try := 1; ; try++ {
+		var err error
+		if ah, err = qp.NewAH(a.pd, qp.AHParams{DGID: dst.GID, SGIDIndex: uint8(src.Index)}); err == nil {
+			t.Cleanup(func() { closeOK(t, "AH", ah.Close()) })
+			break
+		}
+		t.Logf("create_ah towards %v, try %d: %v", dst.GID, try, err)
+		if !errors.Is(err, unix.ETIMEDOUT) || try == 5 {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+	}
+	if s := udSend(t, a, ah, b.qp.Num(), udQKey, "over IPv6", qp.SendWithImm, 6); s.Status != cq.Success {
+		t.Fatalf("send: %+v", s)
+	}
+	w := pollWait(t, b.cq, make([]cq.WC, 1), 1, 10*time.Second)[0]
+	raw := b.buf.Bytes()[int(w.WRID)*(qp.GRHLen+256):]
+	d, err := qp.ParseDatagram(&w, raw)
+	if err != nil {
+		t.Fatalf("%v; GRH area % x", err, raw[:qp.GRHLen])
+	}
+	t.Logf("IPv6 GRH %+v: %v -> %v", d.GRH, d.GRH.Src(), d.GRH.Dst())
+	if d.GRH.Version != 6 || d.GRH.SGID != src.GID || d.GRH.DGID != dst.GID || !d.GRH.Src().Is6() || d.GRH.HopLimit == 0 ||
+		string(d.Payload) != "over IPv6" || d.SrcQP != a.qp.Num() || w.Imm != 6 {
+		t.Fatalf("datagram %+v, completion %+v", d, w)
 	}
 }
