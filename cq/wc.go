@@ -3,7 +3,28 @@ package cq
 import "github.com/pureverbs/pureverbs/rxe"
 
 // WC is a work completion. It is the rxe provider's decoded struct
-// ib_uverbs_wc, so that Poll copies straight out of the ring.
+// ib_uverbs_wc, so that Poll copies straight out of the ring with no
+// conversion:
+//
+//	type WC struct {
+//		WRID         uint64  // the ID of the work request it completes
+//		Status       Status  // Success, or why the request failed
+//		Opcode       Opcode  // what completed; Opcode.IsRecv for receives
+//		VendorErr    uint32  // rxe sets none
+//		ByteLen      uint32  // bytes received (receives, RDMA READ)
+//		Imm          uint32  // immediate data, host order (Flags has WithImm), or the invalidated rkey (WithInvalidate)
+//		QPNum        uint32  // the local QP
+//		SrcQP        uint32  // the sending QP (UD receives)
+//		Flags        WCFlags // WithImm, WithInvalidate, GRH
+//		PKeyIndex    uint16
+//		SLID         uint16  // 0 on RoCE
+//		SL           uint8
+//		DLIDPathBits uint8
+//		PortNum      uint8
+//	}
+//
+// Only WRID, Status, QPNum and VendorErr are valid in a completion whose
+// Status is not Success.
 type WC = rxe.WC
 
 // Status is a completion status (enum ib_wc_status); String gives its name.

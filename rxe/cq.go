@@ -78,7 +78,7 @@ func CreateCQ(ctx *uverbs.Context, attr uverbs.CQAttr) (*CQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := mapCQ(ctx.FD(), resp.mi)
+	c, err := mapCQ(ctx.Mmap, resp.mi)
 	if err != nil {
 		if _, _, derr := vcq.Destroy(); derr != nil {
 			err = errors.Join(err, derr)
@@ -91,8 +91,8 @@ func CreateCQ(ctx *uverbs.Context, attr uverbs.CQAttr) (*CQ, error) {
 }
 
 // mapCQ maps the ring of a new CQ; on failure it unmaps what it mapped.
-func mapCQ(fd int, mi mmInfo) (*CQ, error) {
-	mem, r, err := mapRing(fd, mi)
+func mapCQ(mmap mmapFunc, mi mmInfo) (*CQ, error) {
+	mem, r, err := mapRing(mmap, mi)
 	if err != nil {
 		return nil, err
 	}

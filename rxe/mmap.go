@@ -23,14 +23,19 @@ type mapping struct {
 	cleanup runtime.Cleanup
 }
 
-// mapFD maps size bytes at offset of the uverbs command fd.
-func mapFD(fd int, offset uint64, size uint32) (*mapping, error) {
-	if size == 0 || offset > 1<<62 {
+// mmapFunc maps length bytes at offset of the file the rings live in:
+// (*uverbs.Context).Mmap, which maps the command fd without handing its
+// number out.
+type mmapFunc func(offset uint64, length int) ([]byte, error)
+
+// mapMem maps the size bytes at offset that a struct mminfo names.
+func mapMem(mmap mmapFunc, offset uint64, size uint32) (*mapping, error) {
+	if size == 0 {
 		return nil, wrapErr("mmap", fmt.Errorf("offset %#x size %d: %w", offset, size, unix.EINVAL))
 	}
-	mem, err := unix.Mmap(fd, int64(offset), int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := mmap(offset, int(size))
 	if err != nil {
-		return nil, wrapErr("mmap", fmt.Errorf("offset %#x size %d: %w", offset, size, err))
+		return nil, wrapErr("mmap", err)
 	}
 	m := &mapping{mem: mem}
 	m.cleanup = runtime.AddCleanup(m, func(mem []byte) { unix.Munmap(mem) }, mem)
@@ -61,8 +66,8 @@ func (m *mapping) Close() error {
 }
 
 // mapRing maps the queue mi describes and attaches a Ring to it.
-func mapRing(fd int, mi mmInfo) (*mapping, *ring.Ring, error) {
-	m, err := mapFD(fd, mi.offset, mi.size)
+func mapRing(mmap mmapFunc, mi mmInfo) (*mapping, *ring.Ring, error) {
+	m, err := mapMem(mmap, mi.offset, mi.size)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -29,9 +29,16 @@ func memfdQueue(t *testing.T, size int, log2, mask uint32) int {
 	return fd
 }
 
+// fdMmap maps from fd as Context.Mmap maps from the uverbs fd.
+func fdMmap(fd int) mmapFunc {
+	return func(offset uint64, length int) ([]byte, error) {
+		return unix.Mmap(fd, int64(offset), length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	}
+}
+
 func TestMapRingShared(t *testing.T) {
 	fd := memfdQueue(t, 4096, 6, 7) // 8 slots of 64 bytes
-	m, r, err := mapRing(fd, mmInfo{offset: 0, size: 384 + 8*64})
+	m, r, err := mapRing(fdMmap(fd), mmInfo{offset: 0, size: 384 + 8*64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,13 +68,13 @@ func TestMapRingShared(t *testing.T) {
 
 func TestMapRingFailures(t *testing.T) {
 	fd := memfdQueue(t, 4096, 6, 127) // 128 slots of 64 bytes: larger than the file maps
-	if _, _, err := mapRing(fd, mmInfo{size: 4096}); !errors.Is(err, ErrBadRing) {
+	if _, _, err := mapRing(fdMmap(fd), mmInfo{size: 4096}); !errors.Is(err, ErrBadRing) {
 		t.Fatalf("short mapping: err = %v, want ErrBadRing", err)
 	}
-	if _, err := mapFD(-1, 0, 4096); !errors.Is(err, unix.EBADF) {
+	if _, err := mapMem(fdMmap(-1), 0, 4096); !errors.Is(err, unix.EBADF) {
 		t.Fatalf("bad fd: err = %v, want EBADF", err)
 	}
-	if _, err := mapFD(fd, 0, 0); !errors.Is(err, unix.EINVAL) {
+	if _, err := mapMem(fdMmap(fd), 0, 0); !errors.Is(err, unix.EINVAL) {
 		t.Fatalf("size 0: err = %v, want EINVAL", err)
 	}
 }

@@ -47,7 +47,7 @@ func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := mapQP(pd.Context().FD(), vqp, &resp)
+	q, err := mapQP(pd.Context().Mmap, vqp, &resp)
 	if err != nil {
 		if _, derr := vqp.Destroy(); derr != nil {
 			err = errors.Join(err, derr)
@@ -64,12 +64,12 @@ func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
 
 // mapQP maps both rings of a new QP and sets up its queues; on failure it
 // unmaps what it mapped.
-func mapQP(fd int, vqp *uverbs.QP, resp *createQPResp) (*QP, error) {
-	rqMem, rq, err := mapRing(fd, resp.rqMI)
+func mapQP(mmap mmapFunc, vqp *uverbs.QP, resp *createQPResp) (*QP, error) {
+	rqMem, rq, err := mapRing(mmap, resp.rqMI)
 	if err != nil {
 		return nil, fmt.Errorf("rxe: create_qp: receive queue: %w", err)
 	}
-	sqMem, sq, err := mapRing(fd, resp.sqMI)
+	sqMem, sq, err := mapRing(mmap, resp.sqMI)
 	if err != nil {
 		rqMem.Close()
 		return nil, fmt.Errorf("rxe: create_qp: send queue: %w", err)

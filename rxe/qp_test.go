@@ -83,7 +83,7 @@ func TestMapQPUnwinds(t *testing.T) {
 		rqMI: mmInfo{offset: 0, size: 384 + 8*64},
 		sqMI: mmInfo{offset: 4096, size: 4096}, // a zero header: not a ring
 	}
-	_, err := mapQP(fd, nil, &resp)
+	_, err := mapQP(fdMmap(fd), nil, &resp)
 	if !errors.Is(err, ErrBadRing) || !strings.Contains(err.Error(), "send queue") {
 		t.Fatalf("err = %v, want a bad send ring", err)
 	}

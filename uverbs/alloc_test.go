@@ -45,7 +45,7 @@ func nonblockingPipe(t *testing.T) (r, w int) {
 // handle. An empty channel answers EAGAIN without allocating.
 func TestCompChannelReadEvent(t *testing.T) {
 	r, w := nonblockingPipe(t)
-	ch := &CompChannel{fd: r}
+	ch := &CompChannel{fd: &fileDesc{raw: r}}
 	if _, err := ch.ReadEvent(); !errors.Is(err, unix.EAGAIN) {
 		t.Fatalf("ReadEvent on an empty channel = %v, want EAGAIN", err)
 	}
@@ -64,7 +64,7 @@ func TestCompChannelReadEvent(t *testing.T) {
 
 func TestReadAsyncEvent(t *testing.T) {
 	r, w := nonblockingPipe(t)
-	c := &Context{asyncFD: r}
+	c := &Context{asyncFD: &fileDesc{raw: r}}
 	if _, err := c.ReadAsyncEvent(); !errors.Is(err, unix.EAGAIN) {
 		t.Fatalf("ReadAsyncEvent on an empty fd = %v, want EAGAIN", err)
 	}
@@ -92,7 +92,7 @@ func BenchmarkReqNotifyWriteOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer unix.Close(fd)
-	cq := &CQ{ctx: &Context{fd: fd}, handle: 1}
+	cq := &CQ{ctx: &Context{fd: &fileDesc{raw: fd}}, handle: 1}
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := cq.ReqNotify(false); err != nil {

@@ -65,7 +65,7 @@ var errNoAsyncEvent = &Error{Verb: "read_async_event", Errno: unix.EAGAIN}
 // queued it returns an error wrapping unix.EAGAIN.
 func (c *Context) ReadAsyncEvent() (AsyncEvent, error) {
 	var d asyncEventDesc
-	errno := readEvent(c.asyncFD, unsafe.Pointer(&d), unsafe.Sizeof(d))
+	errno := readEvent(c.asyncFD.int(), unsafe.Pointer(&d), unsafe.Sizeof(d))
 	runtime.KeepAlive(c) // its cleanup closes the async fd
 	switch errno {
 	case 0:

@@ -13,11 +13,10 @@ import (
 // can be polled with epoll/poll.
 // A channel dropped without Close has its fd closed by a GC cleanup.
 type CompChannel struct {
-	ctx     *Context
-	kid     *child
-	fd      int
-	close   once
-	cleanup runtime.Cleanup
+	ctx   *Context
+	kid   *child
+	fd    *fileDesc
+	close once
 }
 
 // CreateCompChannel creates a completion channel
@@ -29,19 +28,19 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 	if err := execWrite(c, "create_comp_channel", cmdCreateCompChannel, &f, &resp, nil, 0); err != nil {
 		return nil, err
 	}
-	fd := int(resp.resp.FD)
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
+	fd := ownFD(int(resp.resp.FD))
+	if err := unix.SetNonblock(fd.int(), true); err != nil {
+		fd.close()
 		return nil, fmt.Errorf("uverbs: create_comp_channel: %w", err)
 	}
 	ch := &CompChannel{ctx: c, fd: fd}
 	ch.kid = c.kids.add(levelChannel, ch.Close)
-	ch.cleanup = runtime.AddCleanup(ch, func(fd int) { unix.Close(fd) }, fd)
 	return ch, nil
 }
 
-// FD returns the channel fd (non-blocking, pollable), owned by the channel.
-func (ch *CompChannel) FD() int { return ch.fd }
+// FD returns the channel fd (non-blocking), for poll or epoll. The channel
+// owns it: it is valid until Close and must not be closed by the caller.
+func (ch *CompChannel) FD() int { return ch.fd.int() }
 
 // errNoCompEvent is what ReadEvent returns when no event is queued;
 // preallocated so that polling an empty channel allocates nothing.
@@ -53,7 +52,7 @@ var errNoCompEvent = &Error{Verb: "read_comp_event", Errno: unix.EAGAIN}
 // accounted for when the CQ is destroyed (see CQ.Destroy).
 func (ch *CompChannel) ReadEvent() (uint64, error) {
 	var d compEventDesc
-	errno := readEvent(ch.fd, unsafe.Pointer(&d), unsafe.Sizeof(d))
+	errno := readEvent(ch.fd.int(), unsafe.Pointer(&d), unsafe.Sizeof(d))
 	runtime.KeepAlive(ch)
 	switch errno {
 	case 0:
@@ -70,12 +69,10 @@ func (ch *CompChannel) ReadEvent() (uint64, error) {
 func (ch *CompChannel) Close() error {
 	var err error
 	ch.close.do(func() error {
-		ch.cleanup.Stop()
 		// The fd is released even when close(2) reports an error.
-		if e := unix.Close(ch.fd); e != nil {
+		if e := ch.fd.close(); e != nil {
 			err = fmt.Errorf("uverbs: close completion channel: %w", e)
 		}
-		ch.fd = -1
 		ch.ctx.kids.remove(ch.kid)
 		return nil
 	})

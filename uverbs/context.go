@@ -21,16 +21,15 @@ const (
 // several goroutines, but not concurrently with Close.
 type Context struct {
 	dev            Device
-	fd             int
-	asyncFD        int
+	fd             *fileDesc
+	asyncFD        *fileDesc // nil until GET_CONTEXT has made it
 	numCompVectors int
 	driverID       DriverID
 	sysfs          string        // sysfs root for the GID fallback, normally "/sys"
 	noIoctl        atomic.Uint32 // ioctlMethod bits the kernel lacks: use write()
 
-	kids    children // what was created under the Context and is still open
-	close   once
-	cleanup runtime.Cleanup // closes both fds if the Context is dropped unclosed
+	kids  children // what was created under the Context and is still open
+	close once
 }
 
 // Open opens d's character device and creates a device context
@@ -40,32 +39,29 @@ func Open(d Device) (*Context, error) {
 	if err := checkDriverABI(d); err != nil {
 		return nil, err
 	}
-	fd, err := unix.Open(d.Path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	raw, err := unix.Open(d.Path, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: open %s (%s): %w", d.Path, d.Name, err)
 	}
-	c := &Context{dev: d, fd: fd, asyncFD: -1, driverID: d.DriverID, sysfs: hostDiscovery.sysfs}
+	// Both fds get GC cleanups (a safety net, not a substitute for Close):
+	// once they are closed and the rings' own cleanups have unmapped them (a
+	// mapping holds the file open), the kernel frees every object of the
+	// context. Children hold the Context, so that runs only when they are
+	// unreachable too.
+	c := &Context{dev: d, fd: ownFD(raw), driverID: d.DriverID, sysfs: hostDiscovery.sysfs}
 	var resp respFrame[getContextResp]
 	var f writeFrame[getContextCmd]
 	f.req = getContextCmd{Response: resp.ptr()}
 	if err := execWrite(c, "get_context", cmdGetContext, &f, &resp, nil, 0); err != nil {
-		unix.Close(fd)
+		c.fd.close()
 		return nil, err
 	}
-	c.asyncFD = int(resp.resp.AsyncFD)
+	c.asyncFD = ownFD(int(resp.resp.AsyncFD))
 	c.numCompVectors = int(resp.resp.NumCompVectors)
-	if err := unix.SetNonblock(c.asyncFD, true); err != nil {
+	if err := unix.SetNonblock(c.asyncFD.int(), true); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("uverbs: get_context: async fd: %w", err)
 	}
-	// A safety net, not a substitute for Close: once both fds are closed
-	// and the rings' own cleanups have unmapped them (a mapping holds the
-	// file open), the kernel frees every object of the context. Children
-	// hold the Context, so this runs only when they are unreachable too.
-	c.cleanup = runtime.AddCleanup(c, func(fds [2]int) {
-		unix.Close(fds[0])
-		unix.Close(fds[1])
-	}, [2]int{c.fd, c.asyncFD})
 	return c, nil
 }
 
@@ -85,13 +81,27 @@ func (c *Context) Device() Device { return c.dev }
 // discovery could not tell); Device().Driver names the driver.
 func (c *Context) DriverID() DriverID { return c.driverID }
 
-// FD returns the uverbs command fd. Providers mmap queue rings through it;
-// it stays owned by the Context.
-func (c *Context) FD() int { return c.fd }
+// Mmap maps length bytes the kernel offers at offset of the command file:
+// a provider's queue buffers, at the offsets its create responses give
+// (PROT_READ|PROT_WRITE, MAP_SHARED). The caller unmaps the memory with
+// unix.Munmap; until then the mapping holds the device file open, so the
+// kernel keeps the context's objects even after Close.
+func (c *Context) Mmap(offset uint64, length int) ([]byte, error) {
+	if length <= 0 || offset > 1<<62 {
+		return nil, fmt.Errorf("uverbs: mmap offset %#x length %d: %w", offset, length, unix.EINVAL)
+	}
+	mem, err := unix.Mmap(c.fd.int(), int64(offset), length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	runtime.KeepAlive(c)
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: mmap offset %#x length %d: %w", offset, length, err)
+	}
+	return mem, nil
+}
 
-// AsyncFD returns the non-blocking async event fd (pollable), owned by the
-// Context. See ReadAsyncEvent.
-func (c *Context) AsyncFD() int { return c.asyncFD }
+// AsyncFD returns the non-blocking async event fd, for poll or epoll. The
+// Context owns it: it is valid until Close and must not be closed by the
+// caller. See ReadAsyncEvent.
+func (c *Context) AsyncFD() int { return c.asyncFD.int() }
 
 // NumCompVectors is the number of completion vectors of the device.
 func (c *Context) NumCompVectors() int { return c.numCompVectors }
@@ -109,18 +119,14 @@ func (c *Context) Close() error {
 	var err error
 	c.close.do(func() error {
 		err = c.kids.closeAll()
-		c.cleanup.Stop()
 		// Both fds are gone after close(2) whatever it returns, so the
 		// context counts as closed even when an error is reported.
-		if c.asyncFD >= 0 {
-			if e := unix.Close(c.asyncFD); e != nil {
-				err = errors.Join(err, fmt.Errorf("uverbs: close async fd: %w", e))
-			}
+		if e := c.asyncFD.close(); e != nil {
+			err = errors.Join(err, fmt.Errorf("uverbs: close async fd: %w", e))
 		}
-		if e := unix.Close(c.fd); e != nil {
+		if e := c.fd.close(); e != nil {
 			err = errors.Join(err, fmt.Errorf("uverbs: close %s: %w", c.dev.Path, e))
 		}
-		c.fd, c.asyncFD = -1, -1
 		return nil
 	})
 	return err

@@ -60,7 +60,7 @@ func (c *Context) createCQ(attr CQAttr, driverOut []byte) (createCQResp, error) 
 	)
 	if done, err := c.tryIoctl(ioctlCreateCQ, verb, func(driverID uint32) *ioctlBuf {
 		var b *ioctlBuf
-		b, handle = createCQIoctl(driverID, attr, c.asyncFD, &cqe, driverOut)
+		b, handle = createCQIoctl(driverID, attr, c.asyncFD.int(), &cqe, driverOut)
 		return b
 	}); done {
 		if err != nil {
@@ -78,7 +78,7 @@ func (c *Context) createCQ(attr CQAttr, driverOut []byte) (createCQResp, error) 
 		CompChannel: -1,
 	}
 	if attr.Channel != nil {
-		f.req.CompChannel = int32(attr.Channel.fd)
+		f.req.CompChannel = int32(attr.Channel.fd.int())
 	}
 	if err := execWrite(c, verb, cmdCreateCQ, &f, &resp, nil, len(driverOut)); err != nil {
 		return createCQResp{}, err
@@ -101,7 +101,7 @@ func createCQIoctl(driverID uint32, attr CQAttr, asyncFD int, cqe *uint32, drive
 	b.u32In(attrCreateCQCQE, uint32(attr.CQE))
 	b.u64In(attrCreateCQUserHandle, attr.UserHandle)
 	if attr.Channel != nil {
-		b.fdIn(attrCreateCQCompChannel, attr.Channel.fd)
+		b.fdIn(attrCreateCQCompChannel, attr.Channel.fd.int())
 	}
 	b.u32In(attrCreateCQCompVector, uint32(attr.Vector))
 	if asyncFD >= 0 {

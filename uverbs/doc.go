@@ -10,16 +10,22 @@
 // off-heap buffers and memory regions, completion channels, and the kernel
 // side of completion queues and queue pairs.
 //
-// Queue memory (the rings a provider such as rdma_rxe mmaps) is not handled
-// here: a provider package passes its driver-specific response buffer to
-// CreateCQ/CreateQP and maps the rings itself through Context.FD.
+// Applications use this package for devices ([Devices], [Open]), the
+// [Context] and its queries, protection domains ([PD]), off-heap buffers
+// ([Buffer]) and memory regions ([MR], [MR.SGE]), and GIDs
+// ([Context.FindGID], [Context.NetdevGID]); completion queues and queue
+// pairs come from packages cq and qp. The [CQ], [QP] and [CompChannel] types
+// here are the kernel objects beneath those, for provider packages: queue
+// memory (the rings a provider such as rdma_rxe maps) is not handled here —
+// a provider passes its driver-specific response buffer to CreateCQ/CreateQP
+// and maps the rings with [Context.Mmap].
 //
 // Ownership: every object has an idempotent Close (Destroy for CQ and QP).
 // The Context records what was created under it; its Close destroys whatever
 // is still open, each object before what it uses, has the provider unmap its
 // rings, and closes its fds, so that afterwards the process holds nothing of
 // the context. Objects dropped without Close are released by GC cleanups (a
-// safety net, not a substitute): the Context's closes its fds, each ring
+// safety net, not a substitute): the Context's fds close themselves, each ring
 // mapping and Buffer unmaps itself, and the kernel then frees the rest
 // (integration/ownership_test.go checks both paths against the kernel's own
 // resource counts).

@@ -53,7 +53,7 @@ func TestGoldenCreateCQIoctl(t *testing.T) {
 	const rxe = 14
 	var cqe uint32
 	drv := make([]byte, 16)
-	attr := CQAttr{CQE: 256, Vector: 2, UserHandle: 0x1122334455667788, Channel: &CompChannel{fd: 21}}
+	attr := CQAttr{CQE: 256, Vector: 2, UserHandle: 0x1122334455667788, Channel: &CompChannel{fd: &fileDesc{raw: 21}}}
 	b, handle := createCQIoctl(uint32(DriverRXE), attr, 20, &cqe, drv)
 	defer b.pin.Unpin()
 	if handle != &b.attrs[0] {
@@ -168,7 +168,7 @@ func TestIoctlFallbackErrnos(t *testing.T) {
 // An ioctl failure that is not a missing method is returned as the verb's
 // error, with no write() retry.
 func TestIoctlErrorNamesVerb(t *testing.T) {
-	c := &Context{fd: -1, asyncFD: -1, driverID: DriverRXE} // EBADF
+	c := &Context{fd: &fileDesc{raw: -1}, driverID: DriverRXE} // EBADF
 	err := (&PD{ctx: c, handle: 1}).Close()
 	var e *Error
 	if !errors.Is(err, unix.EBADF) || !errors.As(err, &e) || e.Verb != "dealloc_pd" {
@@ -192,12 +192,12 @@ func TestTryIoctl(t *testing.T) {
 		gotID = id
 		return deallocPDIoctl(id, 5)
 	}
-	c := &Context{fd: r, asyncFD: -1}
+	c := &Context{fd: &fileDesc{raw: r}}
 	if done, err := c.tryIoctl(ioctlDeallocPD, "dealloc_pd", build); done || err != nil || calls != 0 {
 		t.Errorf("unknown driver: done %v, err %v, %d ioctls; want the write() fallback and no ioctl", done, err, calls)
 	}
 
-	c = &Context{fd: r, asyncFD: -1, driverID: DriverRXE}
+	c = &Context{fd: &fileDesc{raw: r}, driverID: DriverRXE}
 	if done, err := c.tryIoctl(ioctlDeallocPD, "dealloc_pd", build); done || err != nil || calls != 1 || gotID != 14 {
 		t.Errorf("pipe: done %v, err %v, %d ioctls with driver %d; want one ioctl for driver 14 (RDMA_DRIVER_RXE), then the write() fallback", done, err, calls, gotID)
 	}
@@ -208,7 +208,7 @@ func TestTryIoctl(t *testing.T) {
 		t.Errorf("after ENOTTY: done %v, err %v, %d ioctls; want no further ioctl", done, err, calls)
 	}
 
-	c = &Context{fd: -1, asyncFD: -1, driverID: DriverRXE}
+	c = &Context{fd: &fileDesc{raw: -1}, driverID: DriverRXE}
 	done, err := c.tryIoctl(ioctlDeallocPD, "dealloc_pd", build)
 	if !done || !errors.Is(err, unix.EBADF) || calls != 2 || c.noIoctl.Load() != 0 {
 		t.Errorf("closed fd: done %v, err %v, %d ioctls, noIoctl %#x; want EBADF as the answer, no fallback", done, err, calls, c.noIoctl.Load())

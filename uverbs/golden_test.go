@@ -35,7 +35,7 @@ func fakeContext(t *testing.T) (c *Context, read func() []byte) {
 		off = end
 		return b
 	}
-	return &Context{fd: fd, asyncFD: -1, dev: Device{Name: "fake0"}}, read
+	return &Context{fd: &fileDesc{raw: fd}, dev: Device{Name: "fake0"}}, read
 }
 
 // unhex decodes a golden hex string; spaces and '|' only separate fields.

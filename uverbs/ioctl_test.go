@@ -149,7 +149,7 @@ func TestParseSysfsGID(t *testing.T) {
 // short.
 func TestIoctlAttrLengthOverflow(t *testing.T) {
 	big := make([]byte, 1<<16)
-	c := &Context{fd: -1}
+	c := &Context{fd: &fileDesc{raw: -1}}
 	b := newIoctl(objectDevice, methodQueryGIDTable, uint32(DriverRXE))
 	b.ptrOut(attrQueryGIDTableRespEntries, unsafe.Pointer(&big[0]), len(big))
 	err := b.exec(c, "query_gid_table")

@@ -50,7 +50,7 @@ func (pd *PD) CreateQP(attr QPInitAttr, driverOut []byte) (*QP, error) {
 	qp := &QP{pd: pd, init: attr}
 	if done, err := c.tryIoctl(ioctlCreateQP, verb, func(driverID uint32) *ioctlBuf {
 		var b *ioctlBuf
-		b, handle = createQPIoctl(driverID, pd.handle, attr, c.asyncFD, &cp, &qpn, driverOut)
+		b, handle = createQPIoctl(driverID, pd.handle, attr, c.asyncFD.int(), &cp, &qpn, driverOut)
 		return b
 	}); done {
 		if err != nil {

@@ -27,7 +27,7 @@ var _ = [1]struct{}{}[unsafe.Sizeof(ptr64{})-8]
 func writeCmd(c *Context, verb string, p unsafe.Pointer, n uintptr, hot bool) error {
 	// The kernel never writes a command partially; a short count (EIO
 	// from fullIO) means fd is not a uverbs device.
-	errno := fullIO(c.fd, p, n, hot)
+	errno := fullIO(c.fd.int(), p, n, hot)
 	// The Context owns the fd and its GC cleanup closes it: it must stay
 	// reachable until the kernel is done with the command, or the fd could
 	// be closed (and reused) under it.
@@ -44,7 +44,7 @@ func writeCmd(c *Context, verb string, p unsafe.Pointer, n uintptr, hot bool) er
 func ioctlCmd(c *Context, verb string, hdr unsafe.Pointer) error {
 	defer runtime.KeepAlive(c) // see writeCmd
 	for {
-		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(c.fd), rdmaVerbsIoctl, uintptr(hdr))
+		_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(c.fd.int()), rdmaVerbsIoctl, uintptr(hdr))
 		switch errno {
 		case 0:
 			return nil

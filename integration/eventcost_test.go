@@ -1,0 +1,118 @@
+//go:build integration
+
+package integration
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// straceCounts parses the summary strace -c writes: calls per system call,
+// and under the name plus "!" the calls that failed.
+func straceCounts(t *testing.T, path string) map[string]int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := make(map[string]int)
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for sc.Scan() {
+		// "% time seconds usecs/call calls [errors] syscall"
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 || f[len(f)-1] == "total" {
+			continue
+		}
+		if _, err := strconv.ParseFloat(f[0], 64); err != nil {
+			continue
+		}
+		name := f[len(f)-1]
+		if n, err := strconv.Atoi(f[3]); err == nil {
+			counts[name] = n
+		}
+		if len(f) == 6 {
+			if n, err := strconv.Atoi(f[4]); err == nil {
+				counts[name+"!"] = n
+			}
+		}
+	}
+	if len(counts) == 0 {
+		t.Fatalf("no strace summary in %s:\n%s", path, b)
+	}
+	return counts
+}
+
+// TestEventWaitSyscalls counts the system calls of a pingpong client in
+// events mode (-e), traced by strace -c -f, for rdma-core's ibv_rc_pingpong
+// and for tools/rc-pingpong, and logs them per iteration: the evidence for
+// where Go's event wait costs more than C's. Per iteration both make one
+// doorbell (write) and one re-arm per event (rdma-core sends REQ_NOTIFY_CQ
+// as an ioctl, UVERBS_METHOD_INVOKE_WRITE; pureverbs as a write). C waits
+// for each event with one blocking read; cq.Channel.GetEvent reads at once
+// when the event is queued and otherwise polls, then reads — so the test
+// fails if Go's waits cost more than two calls per event, or if more than
+// one wait in four starts with a read that finds nothing (read! counts the
+// reads that failed with EAGAIN; GetEvent probes with one every
+// probeEvery waits while events are not found queued). What Go adds
+// beyond that is the runtime's own work around the waits (futex,
+// nanosleep, epoll_pwait, signals), logged too.
+func TestEventWaitSyscalls(t *testing.T) {
+	const iters = 400
+	verbs := []string{"read", "read!", "write", "ioctl", "ppoll", "poll"}
+	runtime := []string{"futex", "nanosleep", "epoll_pwait", "tgkill", "rt_sigreturn"}
+	per := make(map[string]map[string]float64)
+	for i, tool := range []string{cPingpong, goPingpong} {
+		out := filepath.Join(t.TempDir(), "strace")
+		port := 18600 + i
+		r := pingpongRun{server: tool, client: tool, size: 64, iters: iters, port: port, serverEvents: true, clientEvents: true}
+		devs := devices(t, 2)
+		srv := startPeer(t, 2*time.Minute, tool, r.args(devs[0], true)...)
+		waitListening(t, srv, port, 30*time.Second)
+		args := append([]string{"-f", "-c", "-o", out, tool}, r.args(devs[1], true)...)
+		cli := runPeer(t, 2*time.Minute, "strace", append(args, "10.99.0.1")...)
+		r.checkPair(t, srv.wait(t), cli)
+		c := straceCounts(t, out)
+		per[tool] = make(map[string]float64)
+		for _, name := range append(verbs, runtime...) {
+			per[tool][name] = float64(c[name]) / iters
+		}
+	}
+	var sb strings.Builder
+	sum := func(tool string, names []string) float64 {
+		var n float64
+		for _, name := range names {
+			n += per[tool][name]
+		}
+		return n
+	}
+	for _, tool := range []string{cPingpong, goPingpong} {
+		fmt.Fprintf(&sb, "\n%-16s verbs %.2f:", tool, sum(tool, verbs))
+		for _, name := range verbs {
+			fmt.Fprintf(&sb, " %s %.2f", name, per[tool][name])
+		}
+		fmt.Fprintf(&sb, "  runtime %.2f:", sum(tool, runtime))
+		for _, name := range runtime {
+			fmt.Fprintf(&sb, " %s %.2f", name, per[tool][name])
+		}
+	}
+	// Events per iteration: re-arms, one per event (the doorbell is the
+	// iteration's one other write).
+	cEvents := per[cPingpong]["ioctl"]
+	goEvents := per[goPingpong]["write"] - per[cPingpong]["write"]
+	cWait := per[cPingpong]["read"] / cEvents
+	goWait := (per[goPingpong]["read"] + per[goPingpong]["ppoll"] + per[goPingpong]["poll"]) / goEvents
+	t.Logf("system calls per iteration, 64 B -e client under strace:%s\nwaits: C %.2f calls per event (%.2f events per iteration), Go %.2f (%.2f)",
+		sb.String(), cWait, cEvents, goWait, goEvents)
+	if goEvents <= 0 || goWait > 2.05 {
+		t.Errorf("Go's event waits cost %.2f system calls per event (%.2f events per iteration), want at most a poll and a read", goWait, goEvents)
+	}
+	if eagain, polls := per[goPingpong]["read!"], per[goPingpong]["ppoll"]; eagain > polls/4+0.02 {
+		t.Errorf("Go read an empty channel %.2f times per iteration and polled %.2f times: most waits read before polling", eagain, polls)
+	}
+}
