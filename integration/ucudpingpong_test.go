@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +88,27 @@ func TestUCUDPingpongRefusals(t *testing.T) {
 		if out := p.out.String(); p.err == nil || !strings.Contains(out, "Usage:") || !strings.Contains(out, tc.want) {
 			t.Errorf("%s %q: err %v, output:\n%s", tc.tool, tc.args, p.err, out)
 		}
+	}
+}
+
+// Without -g neither UD tool has a GID to put in the AH, and RoCE has no
+// path without one: the server fails to create its AH ("Failed to create
+// AH") whichever tool it is, and the client then fails the exchange.
+func TestUDPingpongNeedsGID(t *testing.T) {
+	devs := devices(t, 2)
+	for i, pair := range [][2]string{{"ibv_ud_pingpong", "ud-pingpong"}, {"ud-pingpong", "ibv_ud_pingpong"}} {
+		port := strconv.Itoa(18730 + i)
+		srv := startPeer(t, time.Minute, pair[0], "-d", devs[0], "-p", port)
+		waitListening(t, srv, 18730+i, 30*time.Second)
+		cli := startPeer(t, time.Minute, pair[1], "-d", devs[1], "-p", port, "10.99.0.1")
+		<-srv.done
+		<-cli.done
+		if out := srv.out.String(); srv.err == nil || !strings.Contains(out, "Failed to create AH") {
+			t.Errorf("server %s without -g: err %v:\n%s", pair[0], srv.err, out)
+		}
+		if cli.err == nil {
+			t.Errorf("client %s without -g succeeded:\n%s", pair[1], cli.out.String())
+		}
+		t.Logf("server %s: %s; client %s: %s", pair[0], strings.TrimSpace(srv.out.String()), pair[1], strings.TrimSpace(cli.out.String()))
 	}
 }
