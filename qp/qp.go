@@ -126,9 +126,7 @@ func (q *QP) Query() (Attr, error) {
 //
 // The memory an SGE names belongs to the device until a completion for
 // that request, or for a later signaled one, has been polled; room in the
-// send queue does not say so (on 6.12 a payload rewritten once its slot
-// was free again was seen sent with the new bytes). Inline data is copied
-// at post time.
+// send queue alone does not say so. Inline data is copied at post time.
 func (q *QP) PostSend(wrs []SendWR) error {
 	if q.State() < RTS {
 		return ErrBadState
