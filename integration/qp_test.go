@@ -351,7 +351,11 @@ func streamMessages(t *testing.T, n int, limit time.Duration) {
 	sent, received, signaled, full := 0, 0, 0, 0
 	// A source slot is written again only once the send that used it is
 	// complete (a signaled completion for it or a later send was polled):
-	// until then the buffer belongs to the device.
+	// until then the buffer belongs to the device. (Rewriting slots before
+	// PostSend knew there was room was safe on 6.1, which grants the 512
+	// send WRs asked for; 6.12 grants the ring's 1023, so the slots of
+	// sends still in flight were rewritten, and an RNR retry sent the new
+	// bytes under the old sequence number.)
 	slots, done := len(src)/msgSize, 0
 	deadline := time.Now().Add(limit)
 	start := time.Now()
