@@ -351,13 +351,21 @@ func streamMessages(t *testing.T, n int, limit time.Duration) {
 	swc, rwc := make([]cq.WC, 256), make([]cq.WC, 256)
 	repost := make([]qp.RecvWR, 0, 256)
 	sent, received, signaled, full := 0, 0, 0, 0
+	// A source slot is written again only once the send that used it is
+	// complete (a signaled completion for it or a later send was polled):
+	// until then the buffer belongs to the device. (Rewriting slots before
+	// PostSend knew there was room was safe on 6.1, which grants the 512
+	// send WRs asked for; 6.12 grants the ring's 1023, so the slots of
+	// sends still in flight were rewritten, and an RNR retry sent the new
+	// bytes under the old sequence number.)
+	slots, done := len(src)/msgSize, 0
 	deadline := time.Now().Add(limit)
 	start := time.Now()
 	for received < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("after %v: %d sent, %d received of %d", limit, sent, received, n)
 		}
-		if k := min(batch, n-sent); k > 0 {
+		if k := min(batch, n-sent, done+slots-sent); k > 0 {
 			for i := range sends[:k] {
 				seq := sent + i
 				slot := seq % (len(src) / msgSize)
@@ -386,6 +394,7 @@ func streamMessages(t *testing.T, n int, limit time.Duration) {
 				t.Fatalf("send %d: %v", w.WRID, w.Status)
 			}
 			signaled++
+			done = int(w.WRID) + 1
 		}
 		k, err = b.cq.Poll(rwc)
 		if err != nil {

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/cq"
-	"github.com/pureverbs/pureverbs/internal/framecheck"
 	"github.com/pureverbs/pureverbs/server"
+	"github.com/pureverbs/pureverbs/server/framecheck"
 )
 
 // TestServerMalformed sends what the server must refuse, each from a peer

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pureverbs/pureverbs/internal/framecheck"
 	"github.com/pureverbs/pureverbs/server"
+	"github.com/pureverbs/pureverbs/server/framecheck"
 )
 
 // rxServer is a server.Server on rxe0 serving the side channel on a port

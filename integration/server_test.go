@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/cq"
-	"github.com/pureverbs/pureverbs/internal/framecheck"
 	"github.com/pureverbs/pureverbs/server"
+	"github.com/pureverbs/pureverbs/server/framecheck"
 )
 
 // TestServerStream streams 50 000 frames of 1..9000 bytes (most of them

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,14 +12,16 @@ import (
 // Go against C both ways, and Go against Go, for ibv_uc_pingpong and
 // ibv_ud_pingpong: polling and events, non-default sizes, counts, receive
 // depths, ports and (UC) path MTUs, -c, and the defaults. Every peer runs
-// under a deadline (a lost UC/UD packet stalls an exchange for good).
+// under a deadline (a lost UC/UD packet stalls an exchange for good: a UC
+// path MTU of 2048 on the 1500-byte veth does that to C and Go alike, as
+// every packet is dropped).
 func TestUCPingpong(t *testing.T) {
 	const c, g = "ibv_uc_pingpong", "uc-pingpong"
 	for _, tc := range []struct {
 		name string
 		r    pingpongRun
 	}{
-		{"GoClientCServer/poll", pingpongRun{server: c, client: g, size: 8192, iters: 200, mtu: 2048, port: 18710}},
+		{"GoClientCServer/poll", pingpongRun{server: c, client: g, size: 8192, iters: 200, mtu: 256, port: 18710}},
 		{"GoClientCServer/events", pingpongRun{server: c, client: g, size: 100, iters: 150, rxDepth: 8, port: 18711, serverEvents: true, clientEvents: true}},
 		{"CClientGoServer/poll", pingpongRun{server: g, client: c, size: 16384, iters: 40, mtu: 512, rxDepth: 4, port: 18712, validate: true}},
 		{"CClientGoServer/events", pingpongRun{server: g, client: c, size: 1, iters: 300, port: 18713, serverEvents: true, clientEvents: true}},
@@ -85,5 +88,27 @@ func TestUCUDPingpongRefusals(t *testing.T) {
 		if out := p.out.String(); p.err == nil || !strings.Contains(out, "Usage:") || !strings.Contains(out, tc.want) {
 			t.Errorf("%s %q: err %v, output:\n%s", tc.tool, tc.args, p.err, out)
 		}
+	}
+}
+
+// Without -g neither UD tool has a GID to put in the AH, and RoCE has no
+// path without one: the server fails to create its AH ("Failed to create
+// AH") whichever tool it is, and the client then fails the exchange.
+func TestUDPingpongNeedsGID(t *testing.T) {
+	devs := devices(t, 2)
+	for i, pair := range [][2]string{{"ibv_ud_pingpong", "ud-pingpong"}, {"ud-pingpong", "ibv_ud_pingpong"}} {
+		port := strconv.Itoa(18730 + i)
+		srv := startPeer(t, time.Minute, pair[0], "-d", devs[0], "-p", port)
+		waitListening(t, srv, 18730+i, 30*time.Second)
+		cli := startPeer(t, time.Minute, pair[1], "-d", devs[1], "-p", port, "10.99.0.1")
+		<-srv.done
+		<-cli.done
+		if out := srv.out.String(); srv.err == nil || !strings.Contains(out, "Failed to create AH") {
+			t.Errorf("server %s without -g: err %v:\n%s", pair[0], srv.err, out)
+		}
+		if cli.err == nil {
+			t.Errorf("client %s without -g succeeded:\n%s", pair[1], cli.out.String())
+		}
+		t.Logf("server %s: %s; client %s: %s", pair[0], strings.TrimSpace(srv.out.String()), pair[1], strings.TrimSpace(cli.out.String()))
 	}
 }

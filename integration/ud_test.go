@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
@@ -229,7 +230,8 @@ func TestUDLongerThanMTU(t *testing.T) {
 // it on rxe1; after one detaches, only the other receives. The group is the
 // IPv4-mapped GID of 239.1.2.3; veth1 accepts the group's traffic through a
 // socket's membership (an attach makes no IGMP join), and the sender
-// addresses QPN 0xffffff.
+// addresses QPN 0xffffff. The QP still attached at the end closes all
+// the same.
 func TestUDMulticast(t *testing.T) {
 	devs := devices(t, 2)
 	group := netip.MustParseAddr("239.1.2.3")
@@ -271,9 +273,8 @@ func TestUDMulticast(t *testing.T) {
 		t.Fatalf("attached receiver after the detach: %+v %v", w, err)
 	}
 	quiet(t, r2.cq, "the detached receiver")
-	if err := r1.qp.DetachMulticast(gid); err != nil {
-		t.Fatal(err)
-	}
+	// r1 stays attached: its Close (at cleanup, checked) detaches it first,
+	// as uverbs refuses (EBUSY) to destroy an attached QP.
 }
 
 // UD post and poll allocate nothing.
@@ -306,5 +307,121 @@ func TestUDZeroAllocs(t *testing.T) {
 	round()
 	if n := testing.AllocsPerRun(50, round); n != 0 {
 		t.Fatalf("%v allocations per UD round trip", n)
+	}
+}
+
+// Context.Close destroys an address handle (and a UD QP attached to a
+// multicast group) left open, before the PD: the close succeeds (the
+// kernel refuses to free a PD an AH still uses), the kernel's counts are
+// back where they were, and the AH's own Close afterwards does nothing.
+func TestUDContextCloseFreesAH(t *testing.T) {
+	name := devices(t, 1)[0]
+	d, err := uverbs.DeviceByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := kernelResources(t, name)
+	ctx, err := uverbs.Open(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cq.New(ctx, 4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := qp.New(pd, qp.InitAttr{Type: qp.UD, SendCQ: c, RecvCQ: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.ActivateUD(qp.UDOptions{QKey: udQKey}); err != nil {
+		t.Fatal(err)
+	}
+	group := uverbs.GID(netip.MustParseAddr("::ffff:239.1.2.4").As16())
+	if err := q.AttachMulticast(group); err != nil {
+		t.Fatal(err)
+	}
+	port, err := ctx.QueryPort(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gid, idx := mappedGID(t, name, port)
+	var ahs []*qp.AH
+	for range 3 {
+		ah, err := qp.NewAH(pd, qp.AHParams{DGID: gid, SGIDIndex: uint8(idx)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ahs = append(ahs, ah)
+	}
+	if err := ctx.Close(); err != nil {
+		t.Fatalf("Context.Close with live AHs: %v", err)
+	}
+	if after := kernelResources(t, name); !sameCounts(after, before) {
+		t.Fatalf("kernel counts after Context.Close %v, before %v", after, before)
+	}
+	for _, ah := range ahs {
+		if err := ah.Close(); err != nil {
+			t.Errorf("AH.Close after Context.Close: %v", err)
+		}
+	}
+	if err := q.AttachMulticast(group); err == nil {
+		t.Error("attach_mcast on a QP of a closed Context succeeded")
+	}
+}
+
+// linkLocalGID is the end's IPv6 link-local RoCE v2 GID (fe80::/64).
+func linkLocalGID(t *testing.T, e *qpEnd) uverbs.GIDEntry {
+	t.Helper()
+	table, err := e.ctx.QueryGIDTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range table {
+		if g.Port == 1 && g.GID.Addr().IsLinkLocalUnicast() && !g.GID.Addr().Is4In6() {
+			return g
+		}
+	}
+	t.Fatalf("%s has no link-local GID: %+v", e.dev, table)
+	return uverbs.GIDEntry{}
+}
+
+// Over the IPv6 link-local GIDs the GRH area holds a real IPv6 header:
+// version 6, the two link-local addresses, the route's hop limit.
+func TestUDIPv6GRH(t *testing.T) {
+	devs := devices(t, 2)
+	a, b := openUD(t, devs[0], udQKey, 0, 256), openUD(t, devs[1], udQKey, 2, 256)
+	src, dst := linkLocalGID(t, a), linkLocalGID(t, b)
+	// The kernel resolves the neighbour in create_ah; the first resolution
+	// of a link-local peer may time out (ETIMEDOUT) while ND runs.
+	var ah *qp.AH
+	for try := 1; ; try++ {
+		var err error
+		if ah, err = qp.NewAH(a.pd, qp.AHParams{DGID: dst.GID, SGIDIndex: uint8(src.Index)}); err == nil {
+			t.Cleanup(func() { closeOK(t, "AH", ah.Close()) })
+			break
+		}
+		t.Logf("create_ah towards %v, try %d: %v", dst.GID, try, err)
+		if !errors.Is(err, unix.ETIMEDOUT) || try == 5 {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+	}
+	if s := udSend(t, a, ah, b.qp.Num(), udQKey, "over IPv6", qp.SendWithImm, 6); s.Status != cq.Success {
+		t.Fatalf("send: %+v", s)
+	}
+	w := pollWait(t, b.cq, make([]cq.WC, 1), 1, 10*time.Second)[0]
+	raw := b.buf.Bytes()[int(w.WRID)*(qp.GRHLen+256):]
+	d, err := qp.ParseDatagram(&w, raw)
+	if err != nil {
+		t.Fatalf("%v; GRH area % x", err, raw[:qp.GRHLen])
+	}
+	t.Logf("IPv6 GRH %+v: %v -> %v", d.GRH, d.GRH.Src(), d.GRH.Dst())
+	if d.GRH.Version != 6 || d.GRH.SGID != src.GID || d.GRH.DGID != dst.GID || !d.GRH.Src().Is6() || d.GRH.HopLimit == 0 ||
+		string(d.Payload) != "over IPv6" || d.SrcQP != a.qp.Num() || w.Imm != 6 {
+		t.Fatalf("datagram %+v, completion %+v", d, w)
 	}
 }

@@ -7,7 +7,12 @@
 // however many requests it carries. Both are all or nothing: a call that
 // fails posts nothing. Completions are polled from the CQs (package cq).
 //
-// Only reliable-connected (RC) queue pairs are supported so far; UC, UD and
-// shared receive queues are planned. On RoCE every path is global, so
-// ToRTR needs the peer's GID and the local GID index.
+// Queue pairs are reliable connected (RC), unreliable connected (UC: SEND
+// and RDMA WRITE, with or without immediate data; Connect sends UC's
+// attributes) or unreliable datagram (UD: ActivateUD, an address handle per
+// destination from NewAH, SEND with or without immediate data of at most
+// the port's MTU, multicast groups). A UD receive buffer starts with the
+// GRHLen-byte network header, which ParseDatagram decodes. On RoCE every
+// path is global, so ToRTR and NewAH need the peer's GID and the local GID
+// index.
 package qp

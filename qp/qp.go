@@ -142,6 +142,10 @@ func (q *QP) Query() (Attr, error) {
 // execute and must not be posted again. Before RTS it returns ErrBadState.
 // PostSend never rings a doorbell on a QP that Close has destroyed. It
 // allocates nothing.
+//
+// The memory an SGE names belongs to the device until a completion for
+// that request, or for a later signaled one, has been polled; room in the
+// send queue alone does not say so. Inline data is copied at post time.
 func (q *QP) PostSend(wrs []SendWR) error {
 	if q.State() < RTS {
 		return ErrBadState

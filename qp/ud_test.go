@@ -7,6 +7,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/uverbs"
+	"golang.org/x/sys/unix"
 )
 
 // grh4 is what rxe writes in front of a datagram that came over IPv4: 20
@@ -98,5 +99,18 @@ func TestTransportMask(t *testing.T) {
 		if got := all(c.typ, c.s, c.in); got != c.want {
 			t.Errorf("%v %v: mask %#x, want %#x", c.typ, c.s, got, c.want)
 		}
+	}
+}
+
+func TestConnectRefusesUD(t *testing.T) {
+	q := &QP{typ: UD}
+	if err := q.Connect(Peer{QPN: 1, GID: uverbs.GID{15: 1}}, ConnectOptions{}); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("Connect on UD: %v, want EINVAL", err)
+	}
+	if err := (&QP{typ: RC}).ActivateUD(UDOptions{}); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("ActivateUD on RC: %v, want EINVAL", err)
+	}
+	if err := (&QP{typ: RC}).AttachMulticast(uverbs.GID{}); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("AttachMulticast on RC: %v, want EINVAL", err)
 	}
 }

@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"fmt"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -158,7 +159,9 @@ func (ah *AH) Close() error {
 // (IB_USER_VERBS_CMD_ATTACH_MCAST): datagrams sent to the group (QPN
 // 0xffffff, the group's GID as destination) are delivered to it. lid is the
 // group's LID, 0 on RoCE. On RoCE this makes no IGMP/MLD join: the netdev
-// must accept the group's IP traffic by other means.
+// must accept the group's IP traffic by other means. The QP remembers the
+// group: Destroy detaches it first, as the kernel refuses to destroy an
+// attached QP.
 func (qp *QP) AttachMcast(gid GID, lid uint16) error {
 	return qp.mcast("attach_mcast", cmdAttachMcast, gid, lid)
 }
@@ -173,7 +176,54 @@ func (qp *QP) mcast(verb string, cmd uint32, gid GID, lid uint16) error {
 	if qp.close.closed() {
 		return fmt.Errorf("uverbs: %s: %w", verb, ErrClosed)
 	}
+	g := &qp.groups
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := qp.mcastCmd(verb, cmd, gid, lid); err != nil {
+		return err
+	}
+	if cmd == cmdAttachMcast {
+		if g.set == nil {
+			g.set = make(map[mcastGroup]struct{})
+		}
+		g.set[mcastGroup{gid, lid}] = struct{}{}
+	} else {
+		delete(g.set, mcastGroup{gid, lid})
+	}
+	return nil
+}
+
+func (qp *QP) mcastCmd(verb string, cmd uint32, gid GID, lid uint16) error {
 	var f writeFrame[mcastCmd]
 	f.req = mcastCmd{GID: gid, QPHandle: qp.handle, MLID: lid}
 	return execWrite(qp.pd.ctx, verb, cmd, &f, noResp, nil, 0)
+}
+
+// mcastGroup is one multicast group a QP is attached to.
+type mcastGroup struct {
+	gid GID
+	lid uint16
+}
+
+// mcastGroups are the groups a QP is attached to. uverbs refuses (EBUSY)
+// to destroy a QP that is still attached to a group, so Destroy detaches
+// them first.
+type mcastGroups struct {
+	mu  sync.Mutex
+	set map[mcastGroup]struct{}
+}
+
+// detachAll detaches the QP from every group it is attached to; a group
+// whose detach fails stays recorded, and the first error is returned.
+func (qp *QP) detachAll() error {
+	g := &qp.groups
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for m := range g.set {
+		if err := qp.mcastCmd("detach_mcast", cmdDetachMcast, m.gid, m.lid); err != nil {
+			return err
+		}
+		delete(g.set, m)
+	}
+	return nil
 }

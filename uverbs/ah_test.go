@@ -40,7 +40,7 @@ func TestCreateAHFrame(t *testing.T) {
 }
 
 func TestCreateAHNeedsGlobalRoute(t *testing.T) {
-	pd := &PD{ctx: &Context{fd: &fileDesc{raw: -1}}}
+	pd := &PD{ctx: &Context{}} // refused before any command
 	if _, err := pd.CreateAH(AHAttr{PortNum: 1}, nil); err == nil {
 		t.Fatal("create_ah without a GRH accepted")
 	}

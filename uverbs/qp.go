@@ -27,7 +27,8 @@ type QP struct {
 	pd     *PD
 	handle uint32
 	num    uint32
-	init   QPInitAttr // Cap as granted
+	init   QPInitAttr  // Cap as granted
+	groups mcastGroups // multicast groups attached, detached before destroy
 	kid    *child
 	close  once
 }
@@ -189,9 +190,11 @@ func (qp *QP) PostSendDoorbell() error {
 	return execHotWrite(qp.pd.ctx, "post_send", cmdPostSend, &f, &resp)
 }
 
-// Close destroys the QP (UVERBS_METHOD_QP_DESTROY, or
-// IB_USER_VERBS_CMD_DESTROY_QP on a kernel without it). A failed destroy
-// may be retried; once it has succeeded, Close does nothing.
+// Close detaches the QP from the multicast groups it is still attached to
+// (the kernel refuses to destroy it otherwise) and destroys it
+// (UVERBS_METHOD_QP_DESTROY, or IB_USER_VERBS_CMD_DESTROY_QP on a kernel
+// without it). A failed destroy may be retried; once it has succeeded,
+// Close does nothing.
 func (qp *QP) Close() error {
 	return qp.close.do(func() error {
 		if !qp.pd.ctx.released() {
@@ -211,6 +214,9 @@ func (qp *QP) destroy() (destroyQPResp, error) {
 	const verb = "destroy_qp"
 	c := qp.pd.ctx
 	var r destroyQPResp
+	if err := qp.detachAll(); err != nil {
+		return r, err
+	}
 	if done, err := c.tryIoctl(ioctlDestroyQP, verb, func(driverID uint32) *ioctlBuf {
 		return destroyQPIoctl(driverID, qp.handle, &r)
 	}); done {

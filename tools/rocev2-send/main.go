@@ -26,9 +26,9 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/cq"
-	"github.com/pureverbs/pureverbs/internal/framecheck"
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/server"
+	"github.com/pureverbs/pureverbs/server/framecheck"
 )
 
 type options struct {

@@ -28,8 +28,8 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/cq"
-	"github.com/pureverbs/pureverbs/internal/framecheck"
 	"github.com/pureverbs/pureverbs/server"
+	"github.com/pureverbs/pureverbs/server/framecheck"
 	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )

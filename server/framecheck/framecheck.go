@@ -1,6 +1,7 @@
 // Package framecheck is the payload format rocev2-send writes and
 // rocev2-server checks: a sequence number and a checksum in every frame, so
-// that the receiver can count lost and corrupt frames.
+// that the receiver can count lost and corrupt frames. A sender of one's
+// own can use it to test a server.Server the same way.
 //
 // A payload of n ≥ 12 bytes is: the sender's sequence number (uint64,
 // little endian), a CRC-32 (IEEE) of every other byte, then filler derived
