@@ -59,7 +59,7 @@ func New(ctx *uverbs.Context, cqe int, ch *Channel) (*CQ, error) {
 // means the queue is empty. It is a memory operation on the ring.
 func (c *CQ) Poll(wc []WC) (int, error) {
 	n, err := c.core.Poll(wc)
-	if errors.Is(err, rxe.ErrClosed) {
+	if err != nil && errors.Is(err, rxe.ErrClosed) { // no call on the hot path
 		return 0, ErrClosed
 	}
 	return n, err

@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/integration/rxetest"
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
+	"github.com/vishvananda/netlink"
 )
 
 func openDev(t *testing.T, name string) *uverbs.Context {

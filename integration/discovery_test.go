@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/pureverbs/pureverbs/uverbs"
+	"github.com/vishvananda/netlink"
 )
 
 // A test of its own making, end to end: a fresh veth pair and rxe link made

@@ -13,9 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/pureverbs/pureverbs/integration/vm"
+	"golang.org/x/sys/unix"
 )
 
 // devices returns the rxe devices the harness created (RXEVM_DEVICES), and

@@ -7,11 +7,10 @@ import (
 	"errors"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
+	"golang.org/x/sys/unix"
 )
 
 // ATOMIC_WRITE and FLUSH. On 6.1 the device does not advertise them and

@@ -10,12 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink/nl"
-	"golang.org/x/sys/unix"
-
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
 )
 
 // RDMA netlink (<rdma/rdma_netlink.h>): the resource summary the kernel

@@ -5,7 +5,6 @@ package integration
 import (
 	"bytes"
 	"errors"
-	"github.com/pureverbs/pureverbs/qp"
 	"net"
 	"os"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/cq"
+	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/server"
 	"github.com/pureverbs/pureverbs/server/framecheck"
 )

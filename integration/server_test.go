@@ -5,7 +5,6 @@ package integration
 import (
 	"context"
 	"errors"
-	"github.com/pureverbs/pureverbs/qp"
 	"net"
 	"os"
 	"runtime"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/cq"
+	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/server"
 	"github.com/pureverbs/pureverbs/server/framecheck"
 )

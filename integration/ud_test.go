@@ -10,12 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
-
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 const udQKey = 0x11111111 // ibv_ud_pingpong's

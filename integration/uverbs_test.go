@@ -16,12 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
-
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/rxe"
 	"github.com/pureverbs/pureverbs/uverbs"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // uvExpect is what the harness's veth topology gives device i of

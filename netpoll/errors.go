@@ -3,11 +3,10 @@
 package netpoll
 
 import (
+	"errors"
 	"fmt"
 
-	"errors"
 	"github.com/pureverbs/pureverbs/uverbs"
-
 	"golang.org/x/sys/unix"
 )
 

@@ -4,10 +4,9 @@ import (
 	"errors"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/uverbs"
+	"golang.org/x/sys/unix"
 )
 
 // One sentinel per condition: whichever package returned a closed or

@@ -3,10 +3,10 @@ package rxe
 import (
 	"errors"
 	"fmt"
-	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"runtime"
 	"sync"
 
+	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 

@@ -2,10 +2,10 @@ package rxe
 
 import (
 	"fmt"
-	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"runtime"
 	"sync"
 
+	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"golang.org/x/sys/unix"
 )
 

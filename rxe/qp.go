@@ -3,9 +3,9 @@ package rxe
 import (
 	"errors"
 	"fmt"
-	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"runtime"
 
+	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 

@@ -2,9 +2,9 @@ package rxe
 
 import (
 	"fmt"
-	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"sync"
 
+	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )

@@ -2,11 +2,11 @@ package rxe
 
 import (
 	"errors"
-	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"runtime"
 	"sync/atomic"
 	"testing"
 
+	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"golang.org/x/sys/unix"
 )
 

@@ -3,10 +3,10 @@ package rxe
 import (
 	"bytes"
 	"encoding/binary"
-	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 )
 
 // The offsets below are the C layout of struct rxe_send_wqe / rxe_recv_wqe

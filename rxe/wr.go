@@ -3,10 +3,10 @@ package rxe
 import (
 	"errors"
 	"fmt"
-	"github.com/pureverbs/pureverbs/rxe/internal/ring"
-	"github.com/pureverbs/pureverbs/uverbs"
 	"strconv"
 
+	"github.com/pureverbs/pureverbs/rxe/internal/ring"
+	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
 

@@ -2,10 +2,10 @@ package server
 
 import (
 	"errors"
-	"github.com/pureverbs/pureverbs/qp"
 	"strings"
 	"testing"
 
+	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 

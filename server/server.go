@@ -3,11 +3,11 @@ package server
 import (
 	"errors"
 	"fmt"
-	"github.com/pureverbs/pureverbs/qp"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 
+	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 

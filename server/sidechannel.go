@@ -5,11 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pureverbs/pureverbs/qp"
 	"io"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/pureverbs/pureverbs/qp"
 )
 
 // ServeOptions tune the side channel.

@@ -22,9 +22,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/pureverbs/pureverbs/integration/topology"
+	"github.com/vishvananda/netlink"
 )
 
 // EnvRequire set to 1 turns every skip of this package into a failure:

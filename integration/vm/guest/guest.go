@@ -17,10 +17,9 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/pureverbs/pureverbs/integration/topology"
 	"github.com/pureverbs/pureverbs/integration/vm"
+	"golang.org/x/sys/unix"
 )
 
 // Main runs the plan at vm.PlanPath and powers the machine off; it never
