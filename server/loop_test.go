@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -294,12 +295,27 @@ func TestLoopDrain(t *testing.T) {
 	go func() { errc <- r.l.run() }()
 	r.send(qp.SendWithImm, 0, 1, 0)
 	r.send(qp.SendWithImm, 0, 1, 1<<8)
-	<-held
-	<-held
+	within(t, "the first frame", held)
+	within(t, "the second frame", held)
 	r.drain.Store(true)
 	r.p.wake()
-	if err := <-errc; !errors.Is(err, errStopped) {
+	if err := within(t, "the drained loop's return", errc); !errors.Is(err, errStopped) {
 		t.Fatal(err)
+	}
+}
+
+// within receives from ch, or fails the test after 10 s with every
+// goroutine's stack (a hang here once took the whole run's 10 minutes).
+func within[T any](t *testing.T, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		buf := make([]byte, 1<<20)
+		t.Fatalf("no %s after 10 s; goroutines:\n%s", what, buf[:runtime.Stack(buf, true)])
+		var zero T
+		return zero
 	}
 }
 
