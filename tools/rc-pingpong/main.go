@@ -43,11 +43,11 @@ func pingpongMain(o *options, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, e.close()) }()
+	defer func() { err = errors.Join(err, e.Close()) }()
 	s := &pp.Session{
 		Server: o.server, Port: o.port, Size: o.size, Iters: o.iters, RxDepth: o.rxDepth,
 		Events: o.events, Validate: o.validate, LocalSep: ",",
-		Q: e, CQ: e.cq, Ch: e.ch, Msg: e.buf.Bytes(),
+		Q: e, CQ: e.CQ, Ch: e.Ch, Msg: e.Buf.Bytes(),
 		LocalDest: e.localDest, Connect: e.connect,
 	}
 	if os.Getenv("RC_PINGPONG_MALLOCS") == "1" {

@@ -14,17 +14,9 @@ import (
 // makes them, and the work requests it posts over and over: one buffer is
 // both sent from and received into.
 type endpoint struct {
-	o    *options
-	ctx  *uverbs.Context
-	ch   *cq.Channel // nil when polling
-	pd   *uverbs.PD
-	buf  *uverbs.Buffer
-	mr   *uverbs.MR
-	cq   *cq.CQ
-	qp   *qp.QP
-	recv [1]qp.RecvWR
-	send [1]qp.SendWR
-	sge  [1]qp.SGE
+	o *options
+	pp.Objects
+	sge [1]qp.SGE
 }
 
 // openEndpoint picks the device, then creates the buffer, completion
@@ -40,53 +32,53 @@ func openEndpoint(o *options) (e *endpoint, err error) {
 	e = &endpoint{o: o}
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, e.close())
+			err = errors.Join(err, e.Close())
 			e = nil
 		}
 	}()
-	if e.buf, err = uverbs.NewBuffer(o.size, uverbs.BufferOptions{}); err != nil {
+	if e.Buf, err = uverbs.NewBuffer(o.size, uverbs.BufferOptions{}); err != nil {
 		return e, fmt.Errorf("Couldn't allocate work buf.: %w", err)
 	}
-	b := e.buf.Bytes()
+	b := e.Buf.Bytes()
 	for i := range b {
 		b[i] = 0x7b // the C tool's fill byte
 	}
-	if e.ctx, err = uverbs.Open(dev); err != nil {
+	if e.Ctx, err = uverbs.Open(dev); err != nil {
 		return e, fmt.Errorf("Couldn't get context for %s: %w", dev.Name, err)
 	}
 	if o.events {
-		if e.ch, err = cq.NewChannel(e.ctx); err != nil {
+		if e.Ch, err = cq.NewChannel(e.Ctx); err != nil {
 			return e, fmt.Errorf("Couldn't create completion channel: %w", err)
 		}
 	}
-	if e.pd, err = e.ctx.AllocPD(); err != nil {
+	if e.PD, err = e.Ctx.AllocPD(); err != nil {
 		return e, fmt.Errorf("Couldn't allocate PD: %w", err)
 	}
-	if e.mr, err = e.pd.RegisterMR(e.buf, uverbs.AccessLocalWrite); err != nil {
+	if e.MR, err = e.PD.RegisterMR(e.Buf, uverbs.AccessLocalWrite); err != nil {
 		return e, fmt.Errorf("Couldn't register MR: %w", err)
 	}
-	if e.cq, err = cq.New(e.ctx, o.rxDepth+1, e.ch); err != nil {
+	if e.CQ, err = cq.New(e.Ctx, o.rxDepth+1, e.Ch); err != nil {
 		return e, fmt.Errorf("Couldn't create CQ: %w", err)
 	}
-	e.qp, err = qp.New(e.pd, qp.InitAttr{
+	e.QP, err = qp.New(e.PD, qp.InitAttr{
 		Type:   qp.UC,
-		SendCQ: e.cq,
-		RecvCQ: e.cq,
+		SendCQ: e.CQ,
+		RecvCQ: e.CQ,
 		Cap:    qp.Cap{MaxSendWR: 1, MaxRecvWR: uint32(o.rxDepth), MaxSendSGE: 1, MaxRecvSGE: 1},
 	})
 	if err != nil {
 		return e, fmt.Errorf("Couldn't create QP: %w", err)
 	}
 	init := qp.Attr{State: qp.Init, PKeyIndex: 0, PortNum: o.ibPort}
-	if err = e.qp.Modify(&init, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
+	if err = e.QP.Modify(&init, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
 		return e, fmt.Errorf("Failed to modify QP to INIT: %w", err)
 	}
-	e.sge[0] = qp.SGE{Addr: e.mr.Addr(), Length: uint32(o.size), LKey: e.mr.LKey()}
-	e.recv[0] = qp.RecvWR{ID: pp.RecvWRID, SGEs: e.sge[:]}
-	e.send[0] = qp.SendWR{ID: pp.SendWRID, Opcode: qp.Send, Flags: qp.Signaled, SGEs: e.sge[:]}
-	if e.qp.Cap().MaxInline >= uint32(o.size) {
-		e.send[0].Flags |= qp.Inline
-		e.send[0].SGEs, e.send[0].Inline = nil, b
+	e.sge[0] = qp.SGE{Addr: e.MR.Addr(), Length: uint32(o.size), LKey: e.MR.LKey()}
+	e.Recv[0] = qp.RecvWR{ID: pp.RecvWRID, SGEs: e.sge[:]}
+	e.Send[0] = qp.SendWR{ID: pp.SendWRID, Opcode: qp.Send, Flags: qp.Signaled, SGEs: e.sge[:]}
+	if e.QP.Cap().MaxInline >= uint32(o.size) {
+		e.Send[0].Flags |= qp.Inline
+		e.Send[0].SGEs, e.Send[0].Inline = nil, b
 	}
 	return e, nil
 }
@@ -94,16 +86,16 @@ func openEndpoint(o *options) (e *endpoint, err error) {
 // localDest is this end's address: the port's LID (0 on RoCE, where the GID
 // is what matters), the GID at -g (none without it), the QP number and psn.
 func (e *endpoint) localDest(psn uint32) (pp.Dest, error) {
-	port, err := e.ctx.QueryPort(e.o.ibPort)
+	port, err := e.Ctx.QueryPort(e.o.ibPort)
 	if err != nil {
 		return pp.Dest{}, fmt.Errorf("Couldn't get port info: %w", err)
 	}
-	d := pp.Dest{LID: port.LID, QPN: e.qp.Num(), PSN: psn}
+	d := pp.Dest{LID: port.LID, QPN: e.QP.Num(), PSN: psn}
 	if port.LinkLayer != uverbs.LinkLayerEthernet && d.LID == 0 {
 		return pp.Dest{}, errors.New("Couldn't get local LID")
 	}
 	if e.o.gidIndex >= 0 {
-		g, err := e.ctx.QueryGID(e.o.ibPort, e.o.gidIndex)
+		g, err := e.Ctx.QueryGID(e.o.ibPort, e.o.gidIndex)
 		if err != nil {
 			return pp.Dest{}, fmt.Errorf("can't read sgid of index %d: %w", e.o.gidIndex, err)
 		}
@@ -128,59 +120,12 @@ func (e *endpoint) connect(remote pp.Dest, myPSN uint32) error {
 		rtr.AH.IsGlobal = true
 		rtr.AH.GRH = uverbs.GlobalRoute{DGID: remote.GID, HopLimit: 1, SGIDIndex: uint8(e.o.gidIndex)}
 	}
-	if err := e.qp.Modify(&rtr, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN); err != nil {
+	if err := e.QP.Modify(&rtr, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN); err != nil {
 		return fmt.Errorf("Failed to modify QP to RTR: %w", err)
 	}
 	rts := qp.Attr{State: qp.RTS, SQPSN: myPSN}
-	if err := e.qp.Modify(&rts, qp.AttrState|qp.AttrSQPSN); err != nil {
+	if err := e.QP.Modify(&rts, qp.AttrState|qp.AttrSQPSN); err != nil {
 		return fmt.Errorf("Failed to modify QP to RTS: %w", err)
 	}
 	return nil
-}
-
-// PostRecv posts up to n receives of the buffer, one call each as the C
-// tool does, and returns how many went in.
-func (e *endpoint) PostRecv(n int) int {
-	for i := range n {
-		if e.qp.PostRecv(e.recv[:]) != nil {
-			return i
-		}
-	}
-	return n
-}
-
-// PostSend sends the buffer, signalled.
-func (e *endpoint) PostSend() error { return e.qp.PostSend(e.send[:]) }
-
-// close releases what openEndpoint made, in reverse order, and reports
-// every failure.
-func (e *endpoint) close() error {
-	var errs []error
-	add := func(what string, err error) {
-		if err != nil {
-			errs = append(errs, fmt.Errorf("Couldn't %s: %w", what, err))
-		}
-	}
-	if e.qp != nil {
-		add("destroy QP", e.qp.Close())
-	}
-	if e.cq != nil {
-		add("destroy CQ", e.cq.Close())
-	}
-	if e.mr != nil {
-		add("deregister MR", e.mr.Close())
-	}
-	if e.pd != nil {
-		add("deallocate PD", e.pd.Close())
-	}
-	if e.ch != nil {
-		add("destroy completion channel", e.ch.Close())
-	}
-	if e.ctx != nil {
-		add("release context", e.ctx.Close())
-	}
-	if e.buf != nil {
-		add("free the buffer", e.buf.Close())
-	}
-	return errors.Join(errs...)
 }

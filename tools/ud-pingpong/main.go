@@ -42,11 +42,11 @@ func pingpongMain(o *options, stdout io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, e.close()) }()
+	defer func() { err = errors.Join(err, e.Close()) }()
 	return pp.Run(&pp.Session{
 		Server: o.server, Port: o.port, Size: o.size, Iters: o.iters, RxDepth: o.rxDepth,
 		Events: o.events, Validate: o.validate, LocalSep: ":",
-		Q: e, CQ: e.cq, Ch: e.ch, Msg: e.buf.Bytes()[grhLen : grhLen+o.size],
+		Q: e, CQ: e.CQ, Ch: e.Ch, Msg: e.Buf.Bytes()[grhLen : grhLen+o.size],
 		LocalDest: e.localDest, Connect: e.connect,
 	}, stdout)
 }
