@@ -215,6 +215,7 @@ func TestSideBySideRCPingpong(t *testing.T) {
 	}
 	type tool struct {
 		name, bin         string
+		serverBin         string // when the server is another program than bin
 		godebug, maxprocs string
 	}
 	tools := []tool{
@@ -226,7 +227,10 @@ func TestSideBySideRCPingpong(t *testing.T) {
 			// Go's async preemption signals interrupt a spinning poll loop.
 			tool{name: "Go asyncpreemptoff", bin: goPingpong, godebug: "asyncpreemptoff=1"},
 			// One P: no idle runtime threads spinning for work next to rxe.
-			tool{name: "Go GOMAXPROCS=1", bin: goPingpong, maxprocs: "1"})
+			tool{name: "Go GOMAXPROCS=1", bin: goPingpong, maxprocs: "1"},
+			// Mixed pairs say on which side the time goes.
+			tool{name: "Go client, C server", bin: goPingpong, serverBin: cPingpong},
+			tool{name: "C client, Go server", bin: cPingpong, serverBin: goPingpong})
 	}
 	type result struct{ usec, mbits []float64 }
 	var sb strings.Builder
@@ -251,7 +255,11 @@ func TestSideBySideRCPingpong(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/%s/%d", c.name, tool.name, round+1), func(t *testing.T) {
 					t.Setenv("GODEBUG", tool.godebug)
 					t.Setenv("GOMAXPROCS", tool.maxprocs)
-					r := pingpongRun{server: tool.bin, client: tool.bin, size: c.size, iters: c.iters,
+					server := tool.bin
+					if tool.serverBin != "" {
+						server = tool.serverBin
+					}
+					r := pingpongRun{server: server, client: tool.bin, size: c.size, iters: c.iters,
 						port: port, serverEvents: c.events, clientEvents: c.events}
 					srv, cli := r.run(t, 5*time.Minute)
 					r.checkPair(t, srv, cli)

@@ -49,7 +49,7 @@ var errNoCompEvent = &Error{Verb: "read_comp_event", Errno: unix.EAGAIN}
 // ReadEvent reads one completion event without blocking and returns the
 // user handle of the CQ it is for (CQAttr.UserHandle). With no event queued
 // it returns an error wrapping unix.EAGAIN. Every event read must later be
-// accounted for when the CQ is destroyed (see CQ.Destroy).
+// accounted for when the CQ is destroyed (see CQ.Close).
 func (ch *CompChannel) ReadEvent() (uint64, error) {
 	var d compEventDesc
 	errno := readEvent(ch.fd.int(), unsafe.Pointer(&d), unsafe.Sizeof(d))
