@@ -148,8 +148,10 @@ func (ch *Channel) tryGet() (*CQ, error) {
 // event already queued is one non-blocking read; otherwise it is one
 // poll(2) on the channel fd, the eventfd Close signals and (for a context
 // that can be cancelled) an eventfd signalled when ctx is done, then the
-// read. With a context that cannot be cancelled it allocates nothing. The
-// wait occupies an OS thread, so a program waiting on many channels should
+// read. Every 2 ms of waiting it also yields to the Go scheduler once, or
+// the runtime would take the waiting thread's P mid-wait and then poll at
+// a high rate for a while. With a context that cannot be cancelled it
+// allocates nothing. The wait occupies an OS thread, so a program waiting on many channels should
 // put their FDs into one epoll set instead.
 func (ch *Channel) GetEvent(ctx context.Context) (*CQ, error) {
 	ch.waiters.RLock()
