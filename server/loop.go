@@ -240,8 +240,9 @@ func (l *loop) complete(wc *cq.WC) (flushed bool) {
 // parker is the epoll set the loop sleeps on: the CQ's channel and the
 // wake eventfd.
 type parker struct {
-	fd     int
-	events [2]unix.EpollEvent
+	fd      int
+	events  [2]unix.EpollEvent
+	yielded time.Time // the last runtime.Gosched before a wait
 }
 
 func newParker(fds ...int) (*parker, error) {
@@ -260,7 +261,15 @@ func newParker(fds ...int) (*parker, error) {
 }
 
 // wait blocks until one of the fds is readable; there is no timeout.
+// Every 2 ms of parks it first yields to the scheduler, as
+// cq.Channel.GetEvent does and for the same reason: a goroutine that only
+// sleeps in system calls keeps its scheduling tick, and after 10 ms the
+// runtime's monitor takes its P mid-wait and then wakes every 20 us.
 func (e *parker) wait() error {
+	if now := time.Now(); now.Sub(e.yielded) >= 2*time.Millisecond {
+		e.yielded = now
+		runtime.Gosched()
+	}
 	for {
 		_, err := unix.EpollWait(e.fd, e.events[:], -1)
 		if err == unix.EINTR {
