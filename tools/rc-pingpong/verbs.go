@@ -87,7 +87,9 @@ func openEndpoint(o *options) (e *endpoint, err error) {
 	if err = e.QP.Modify(&init, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
 		return e, fmt.Errorf("Failed to modify QP to INIT: %w", err)
 	}
-	e.sge[0] = qp.SGE{Addr: e.MR.Addr(), Length: uint32(o.size), LKey: e.MR.LKey()}
+	if e.sge[0], err = e.MR.SGE(0, o.size); err != nil {
+		return e, err
+	}
 	e.Recv[0] = qp.RecvWR{ID: pp.RecvWRID, SGEs: e.sge[:]}
 	e.Send[0] = qp.SendWR{ID: pp.SendWRID, Opcode: qp.Send, Flags: qp.Signaled, SGEs: e.sge[:]}
 	if e.QP.Cap().MaxInline >= uint32(o.size) {

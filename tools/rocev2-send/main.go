@@ -275,7 +275,11 @@ func stream(o *options, s *sender) (result, error) {
 				framecheck.Fill(mem[int(i)*slot:int(i)*slot+n], head)
 			}
 			ch := int(head % uint64(o.channels))
-			sges[i] = qp.SGE{Addr: s.mr.Addr() + i*uint64(slot), Length: uint32(n), LKey: s.mr.LKey()}
+			sge, err := s.mr.SGE(int(i)*slot, n)
+			if err != nil {
+				return st, err
+			}
+			sges[i] = sge
 			wrs[k] = qp.SendWR{ID: head, Opcode: o.op, Imm: pos[ch]<<8 | uint32(o.chanBase+ch),
 				SGEs: sges[i : i+1], RemoteAddr: o.raddr, RKey: o.rkey}
 			if n == 0 {

@@ -71,7 +71,9 @@ func openEndpoint(o *options) (e *endpoint, err error) {
 	if e.srq, err = qp.NewSRQ(e.pd, qp.SRQAttr{MaxWR: uint32(o.rxDepth), MaxSGE: 1}); err != nil {
 		return e, fmt.Errorf("Couldn't create SRQ: %w", err)
 	}
-	e.sge[0] = qp.SGE{Addr: e.mr.Addr(), Length: uint32(o.size), LKey: e.mr.LKey()}
+	if e.sge[0], err = e.mr.SGE(0, o.size); err != nil {
+		return e, err
+	}
 	e.recv[0] = qp.RecvWR{ID: pp.RecvWRID, SGEs: e.sge[:]}
 	e.send[0] = qp.SendWR{ID: pp.SendWRID, Opcode: qp.Send, Flags: qp.Signaled, SGEs: e.sge[:]}
 	for i := range o.numQP {
