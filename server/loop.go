@@ -81,7 +81,9 @@ func (l *loop) postIdle() error {
 
 // queueSlot adds slot to the next re-post.
 func (l *loop) queueSlot(slot uint32) {
-	l.batch = append(l.batch, l.p.wrs[slot])
+	wr := l.p.wrs[slot]
+	wr.ID = l.p.wrID(slot)
+	l.batch = append(l.batch, wr)
 	l.slots = append(l.slots, slot)
 }
 
@@ -206,11 +208,11 @@ func (l *loop) step() (int, error) {
 
 // complete handles one completion and reports a flush.
 func (l *loop) complete(wc *cq.WC) (flushed bool) {
-	if wcID(wc) >= uint64(l.p.depth) || !l.p.state[wcID(wc)].CompareAndSwap(slotPosted, slotIdle) {
+	slot, ok := l.p.posted(wcID(wc))
+	if !ok || !l.p.state[slot].CompareAndSwap(slotPosted, slotIdle) {
 		bump(&l.c.badWRID, 1)
 		return false
 	}
-	slot := uint32(wcID(wc))
 	l.p.counts.Add(toHeld)
 	switch {
 	case wc.Status != cq.Success:

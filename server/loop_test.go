@@ -148,16 +148,18 @@ func TestLoopBadCompletions(t *testing.T) {
 	if err := l.postIdle(); err != nil {
 		t.Fatal(err)
 	}
+	id := q.posted[0] // the wr_id of each slot's receive
 	q.posted = nil
 	q.wcs = []cq.WC{
-		recvWC(0, 10, 5<<8|3),                     // good: channel 3, position 5
-		recvWC(99, 10, 0),                         // wr_id of no slot
-		recvWC(0, 10, 0),                          // slot 0 again: not posted any more
-		{WRID: 1, Status: cq.LocLenErr},           // error status
-		{WRID: 2, Opcode: cq.OpRecv, ByteLen: 10}, // plain SEND: no immediate
-		recvWC(3, 0, 0),                           // zero length
-		recvWC(4, size+1, 0),                      // longer than a slot
-		{WRID: 5, Opcode: cq.OpRecvRDMAWithImm, Flags: cq.WithImm, ByteLen: 4}, // WRITE_WITH_IMM
+		recvWC(id[0], 10, 5<<8|3),                     // good: channel 3, position 5
+		recvWC(99, 10, 0),                             // wr_id of no slot
+		recvWC(id[0], 10, 0),                          // slot 0 again: not posted any more
+		recvWC(id[1]+1<<32, 10, 0),                    // slot 1, but not its current receive
+		{WRID: id[1], Status: cq.LocLenErr},           // error status
+		{WRID: id[2], Opcode: cq.OpRecv, ByteLen: 10}, // plain SEND: no immediate
+		recvWC(id[3], 0, 0),                           // zero length
+		recvWC(id[4], size+1, 0),                      // longer than a slot
+		{WRID: id[5], Opcode: cq.OpRecvRDMAWithImm, Flags: cq.WithImm, ByteLen: 4}, // WRITE_WITH_IMM
 	}
 	if _, err := l.step(); err != nil {
 		t.Fatal(err)
@@ -165,11 +167,11 @@ func TestLoopBadCompletions(t *testing.T) {
 	if len(delivered) != 1 || delivered[0].Channel() != 3 || delivered[0].Position() != 5 || delivered[0].Len() != 10 || delivered[0].FirstUser() != SOF {
 		t.Fatalf("delivered %+v", delivered)
 	}
-	if len(q.posted) != 1 || len(q.posted[0]) != 5 {
-		t.Fatalf("re-posts %v, want one batch of slots 1..5 but not 0", q.posted)
+	if len(q.posted) != 1 || len(q.posted[0]) != 5 || uint32(q.posted[0][0]) != 1 || q.posted[0][0] == id[1] {
+		t.Fatalf("re-posts %v, want one batch of slots 1..5 (with new wr_ids) but not 0", q.posted)
 	}
 	s := c.snapshot(p)
-	if s.BadWRID != 2 || s.ErrorCount(cq.LocLenErr) != 1 || s.BadOpcode != 2 || s.BadLength != 2 {
+	if s.BadWRID != 3 || s.ErrorCount(cq.LocLenErr) != 1 || s.BadOpcode != 2 || s.BadLength != 2 {
 		t.Errorf("counters: wrid %d loclen %d opcode %d length %d", s.BadWRID, s.ErrorCount(cq.LocLenErr), s.BadOpcode, s.BadLength)
 	}
 	if s.Posted != depth-1 || s.Held != 1 {
@@ -177,11 +179,11 @@ func TestLoopBadCompletions(t *testing.T) {
 	}
 	delivered[0].Release()
 	q.posted = nil
-	q.wcs = []cq.WC{{WRID: 6, Status: cq.WRFlushErr}, {WRID: 7, Status: cq.WRFlushErr}}
+	q.wcs = []cq.WC{{WRID: id[6], Status: cq.WRFlushErr}, {WRID: id[7], Status: cq.WRFlushErr}}
 	if _, err := l.step(); !errors.Is(err, ErrFlushed) {
 		t.Fatalf("step after flush: %v", err)
 	}
-	if len(q.posted) != 1 || len(q.posted[0]) != 1 || q.posted[0][0] != 0 {
+	if len(q.posted) != 1 || len(q.posted[0]) != 1 || uint32(q.posted[0][0]) != 0 {
 		t.Errorf("re-posts after flush %v: want only the released slot 0", q.posted)
 	}
 	if p.state[6].Load() != slotIdle || p.state[7].Load() != slotIdle || c.errors[cq.WRFlushErr].Load() != 2 {

@@ -41,6 +41,7 @@ type pool struct {
 	gen    []uint8         // which of the two the slot's next delivery uses
 	state  []atomic.Uint32 // slot states
 	wrs    []qp.RecvWR     // one prebuilt receive per slot
+	posts  []uint32        // times each slot was posted (loop only); see wrID
 	sges   []sge
 
 	counts atomic.Uint64 // posted<<32 | held
@@ -68,6 +69,7 @@ func newPool(mem []byte, base uint64, lkey uint32, size, depth int, unmap func()
 		gen:      make([]uint8, depth),
 		state:    make([]atomic.Uint32, depth),
 		wrs:      make([]qp.RecvWR, depth),
+		posts:    make([]uint32, depth),
 		sges:     make([]sge, depth),
 		returned: make([]uint32, 0, depth),
 		wakeFD:   wfd,
@@ -82,6 +84,25 @@ func newPool(mem []byte, base uint64, lkey uint32, size, depth int, unmap func()
 	}
 	p.counts.Store(uint64(depth)) // all held (not posted) until the first connection
 	return p, nil
+}
+
+// wrID numbers a slot's next receive: the slot in the low half, how many
+// times it has been posted in the high half. A completion names the receive
+// it completes, so one repeated, or left over from a receive the slot no
+// longer has, is told from the slot's current one (see posted) and cannot
+// make the loop re-post a slot that is still in the receive queue.
+func (p *pool) wrID(slot uint32) uint64 {
+	p.posts[slot]++
+	return uint64(p.posts[slot])<<32 | uint64(slot)
+}
+
+// posted returns the slot whose current receive id names, if any.
+func (p *pool) posted(id uint64) (uint32, bool) {
+	slot := uint32(id)
+	if int64(slot) >= int64(p.depth) || uint32(id>>32) != p.posts[slot] {
+		return 0, false
+	}
+	return slot, true
 }
 
 // postedHeld returns the two counts, read together.

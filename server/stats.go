@@ -21,7 +21,7 @@ type Stats struct {
 	ChannelGaps [256]uint64
 
 	Errors    [numStatuses]uint64 // error completions by status (index = cq.Status)
-	BadWRID   uint64              // completions naming no posted slot (dropped)
+	BadWRID   uint64              // completions naming no posted receive: no slot, or a receive the slot no longer has (dropped)
 	BadOpcode uint64              // completions other than a receive with immediate
 	BadLength uint64              // receives of zero bytes or more than a slot
 
