@@ -48,7 +48,7 @@ func pingpongMain(o *options, stdout, stderr io.Writer) (err error) {
 		Server: o.server, Port: o.port, Size: o.size, Iters: o.iters, RxDepth: o.rxDepth,
 		Events: o.events, Validate: o.validate, LocalSep: ",",
 		Q: e, CQ: e.CQ, Ch: e.Ch, Msg: e.Buf.Bytes(),
-		LocalDest: e.localDest, Connect: e.connect,
+		LocalDest: e.LocalDest, Connect: e.connect,
 	}
 	if os.Getenv("RC_PINGPONG_MALLOCS") == "1" {
 		s.Around = func(p *pp.Pingpong) func() { return countMallocs(p, o.iters, stderr) }

@@ -44,6 +44,6 @@ func pingpongMain(o *options, stdout io.Writer) (err error) {
 		Server: o.server, Port: o.port, Size: o.size, Iters: o.iters, RxDepth: o.rxDepth,
 		Events: o.events, Validate: o.validate, LocalSep: ",",
 		Q: e, CQ: e.CQ, Ch: e.Ch, Msg: e.Buf.Bytes(),
-		LocalDest: e.localDest, Connect: e.connect,
+		LocalDest: e.LocalDest, Connect: e.connect,
 	}, stdout)
 }
