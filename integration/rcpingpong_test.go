@@ -66,15 +66,22 @@ func (r pingpongRun) sizeIters() (int, int) {
 // returns both outputs, failing on a non-zero exit or a timeout.
 func (r pingpongRun) run(t *testing.T, limit time.Duration) (serverOut, clientOut string) {
 	t.Helper()
+	srv, cli := r.start(t, limit)
+	clientOut = cli.wait(t)
+	return srv.wait(t), clientOut
+}
+
+// start starts the server, waits until it listens, and starts the client.
+func (r pingpongRun) start(t *testing.T, limit time.Duration) (srv, cli *peer) {
+	t.Helper()
 	devs := devices(t, 2)
 	port := r.port
 	if port == 0 {
 		port = 18515
 	}
-	srv := startPeer(t, limit, r.server, r.args(devs[0], r.serverEvents)...)
+	srv = startPeer(t, limit, r.server, r.args(devs[0], r.serverEvents)...)
 	waitListening(t, srv, port, 30*time.Second)
-	clientOut = runPeer(t, limit, r.client, append(r.args(devs[1], r.clientEvents), "10.99.0.1")...)
-	return srv.wait(t), clientOut
+	return srv, startPeer(t, limit, r.client, append(r.args(devs[1], r.clientEvents), "10.99.0.1")...)
 }
 
 var pingpongAddr = regexp.MustCompile(`(?m)^  (local|remote) address: +LID 0x([0-9a-f]{4}), QPN 0x([0-9a-f]{6}), PSN 0x([0-9a-f]{6})[,:] GID (\S+)$`)
@@ -232,9 +239,9 @@ func TestSideBySideRCPingpong(t *testing.T) {
 			tool{name: "Go client, C server", bin: goPingpong, serverBin: cPingpong},
 			tool{name: "C client, Go server", bin: cPingpong, serverBin: goPingpong})
 	}
-	type result struct{ usec, mbits []float64 }
+	type result struct{ usec, mbits, cpu []float64 }
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n%d interleaved rounds\n%-12s %-19s %-9s %-9s %-40s %s\n", rounds, "params", "tool", "Go/C", "best", "usec/iter (median; runs)", "Mbit/s (median; runs)")
+	fmt.Fprintf(&sb, "\n%d interleaved rounds\n%-12s %-19s %-9s %-9s %-40s %-12s %-12s %s\n", rounds, "params", "tool", "Go/C", "best", "usec/iter (median; runs)", "CPU us/iter", "CPU Go/C", "Mbit/s (median; runs)")
 	port := 18700
 	for _, c := range []struct {
 		name        string
@@ -261,8 +268,12 @@ func TestSideBySideRCPingpong(t *testing.T) {
 					}
 					r := pingpongRun{server: server, client: tool.bin, size: c.size, iters: c.iters,
 						port: port, serverEvents: c.events, clientEvents: c.events}
-					srv, cli := r.run(t, 5*time.Minute)
+					sp, cp := r.start(t, 5*time.Minute)
+					cli := cp.wait(t)
+					srv := sp.wait(t)
 					r.checkPair(t, srv, cli)
+					// Both ends' CPU time (user and system), per iteration.
+					res[i].cpu = append(res[i].cpu, float64((cpuTime(sp)+cpuTime(cp)).Microseconds())/float64(c.iters))
 					mbits, _ := strconv.ParseFloat(pingpongBytes.FindStringSubmatch(cli)[3], 64)
 					usec, _ := strconv.ParseFloat(pingpongIters.FindStringSubmatch(cli)[3], 64)
 					res[i].usec = append(res[i].usec, usec)
@@ -271,12 +282,16 @@ func TestSideBySideRCPingpong(t *testing.T) {
 			}
 		}
 		for i, tool := range tools {
-			ratio, best := "-", "-"
+			ratio, best, cpuRatio, cpu := "-", "-", "-", "-"
 			if i > 0 && len(res[0].usec) > 0 && len(res[i].usec) > 0 {
 				ratio = strconv.FormatFloat(median(res[i].usec)/median(res[0].usec), 'f', 3, 64) + "x"
 				best = strconv.FormatFloat(slices.Min(res[i].usec)/slices.Min(res[0].usec), 'f', 3, 64) + "x"
+				cpuRatio = strconv.FormatFloat(median(res[i].cpu)/median(res[0].cpu), 'f', 3, 64) + "x"
 			}
-			fmt.Fprintf(&sb, "%-12s %-19s %-9s %-9s %-40s %s\n", c.name, tool.name, ratio, best, summarize(res[i].usec, 0), summarize(res[i].mbits, 2))
+			if len(res[i].cpu) > 0 {
+				cpu = strconv.FormatFloat(median(res[i].cpu), 'f', 0, 64)
+			}
+			fmt.Fprintf(&sb, "%-12s %-19s %-9s %-9s %-40s %-12s %-12s %s\n", c.name, tool.name, ratio, best, summarize(res[i].usec, 0), cpu, cpuRatio, summarize(res[i].mbits, 2))
 		}
 	}
 	t.Log(sb.String())
