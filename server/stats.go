@@ -26,7 +26,7 @@ type Stats struct {
 	BadLength uint64              // receives of zero bytes or more than a slot
 
 	Posted        int // slots in the receive queue
-	Held          int // slots out of it: Posted + Held == depth at every instant
+	Held          int // slots out of it: Posted + Held == depth at every instant until Close; after it, the frames not yet released
 	Downstream    int // of the held slots, those in Frames not yet released
 	PostedLowMark int // fewest slots posted since the first connection
 
