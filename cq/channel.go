@@ -151,8 +151,8 @@ func (ch *Channel) tryGet() (*CQ, error) {
 // read. Every 2 ms of waiting it also yields to the Go scheduler once, or
 // the runtime would take the waiting thread's P mid-wait and then poll at
 // a high rate for a while. With a context that cannot be cancelled it
-// allocates nothing. The wait occupies an OS thread, so a program waiting on many channels should
-// put their FDs into one epoll set instead.
+// allocates nothing. The wait occupies an OS thread, so a program waiting
+// on many channels should put their FDs into one epoll set instead.
 func (ch *Channel) GetEvent(ctx context.Context) (*CQ, error) {
 	ch.waiters.RLock()
 	defer ch.waiters.RUnlock()
