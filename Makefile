@@ -9,7 +9,7 @@ RUN     ?= .
 ITIMEOUT ?= 20m
 export RXEVM_CACHE := $(CACHE)
 
-.PHONY: soak-server bench-server all setup demo test check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm
+.PHONY: soak-server bench-server all setup demo test check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
 
 all: test
 
@@ -98,6 +98,16 @@ soak-server: setup
 ## bench-server: Go server vs perftest ib_send_bw server at 64 B..9000 B, in one boot
 bench-server: setup
 	RXEVM_BENCH=1 $(MAKE) itest RUN='TestRoCEv2ReceiverBench' ITIMEOUT=30m
+
+## fuzz: run every fuzz target for FUZZTIME each (their seeds run in make unit anyway)
+FUZZTIME ?= 30s
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "$$pkg $$f"; \
+			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
 
 ## bench: host benchmarks (simulated rings, netpoll)
 bench:
