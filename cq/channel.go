@@ -76,6 +76,21 @@ type Channel struct {
 	// spare is a cancellation eventfd kept for the next GetEvent with a
 	// cancellable context, so that such a wait creates none.
 	spare atomic.Pointer[waker]
+	// armed keeps the last cancellable GetEvent's waker registered with
+	// its context, so that a loop waiting with one context registers it
+	// once (see armedWaker); shared with the GC cleanup.
+	armed *armedSlot
+}
+
+// armedSlot holds at most one waker registered with a context.
+type armedSlot struct{ p atomic.Pointer[armedWaker] }
+
+// armedWaker is a waker registered (context.AfterFunc) with the contexts
+// whose Done channel is done: it fires when they are done.
+type armedWaker struct {
+	done <-chan struct{}
+	w    *waker
+	stop func() bool
 }
 
 // NewChannel creates a completion channel on ctx's device.
@@ -98,8 +113,16 @@ func newChannel(src eventSource) (*Channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cq: eventfd: %w", err)
 	}
-	ch := &Channel{src: src, cqs: make(map[uint64]*CQ), closeFD: efd}
-	ch.cleanup = runtime.AddCleanup(ch, func(fd int) { unix.Close(fd) }, efd)
+	ch := &Channel{src: src, cqs: make(map[uint64]*CQ), closeFD: efd, armed: new(armedSlot)}
+	// A dropped Channel's eventfd is closed, and its armed waker taken off
+	// its context: a context that is never done would keep it alive.
+	ch.cleanup = runtime.AddCleanup(ch, func(r chanRes) {
+		unix.Close(r.closeFD)
+		if a := r.armed.p.Swap(nil); a != nil {
+			a.w.unregister(a.stop)
+			a.w.close()
+		}
+	}, chanRes{efd, ch.armed})
 	return ch, nil
 }
 
@@ -150,9 +173,12 @@ func (ch *Channel) tryGet() (*CQ, error) {
 // that can be cancelled) an eventfd signalled when ctx is done, then the
 // read. Every 2 ms of waiting it also yields to the Go scheduler once, or
 // the runtime would take the waiting thread's P mid-wait and then poll at
-// a high rate for a while. With a context that cannot be cancelled it
-// allocates nothing. The wait occupies an OS thread, so a program waiting
-// on many channels should put their FDs into one epoll set instead.
+// a high rate for a while. It allocates nothing: a cancellable context is
+// registered (context.AfterFunc) by the first wait with it and stays
+// registered for the next ones, until it is done, a wait passes another
+// context, or the channel is closed. The wait occupies an OS thread, so a
+// program waiting on many channels should put their FDs into one epoll set
+// instead.
 func (ch *Channel) GetEvent(ctx context.Context) (*CQ, error) {
 	ch.waiters.RLock()
 	defer ch.waiters.RUnlock()
@@ -177,14 +203,13 @@ func (ch *Channel) GetEvent(ctx context.Context) (*CQ, error) {
 		return nil, err
 	}
 	cancelFD := int32(-1) // poll ignores a negative fd
-	if ctx.Done() != nil {
-		w, err := ch.getWaker()
+	if done := ctx.Done(); done != nil {
+		a, err := ch.arm(ctx, done)
 		if err != nil {
 			return nil, err
 		}
-		stop := context.AfterFunc(ctx, w.fire)
-		defer ch.putWaker(w, stop)
-		cancelFD = int32(w.fd)
+		defer ch.keepArmed(ctx, a)
+		cancelFD = int32(a.w.fd)
 	}
 	ch.yieldBeforeWait()
 	for {
@@ -243,23 +268,58 @@ func (ch *Channel) getWaker() (*waker, error) {
 	return w, nil
 }
 
-// putWaker unregisters w from its context and keeps it as the spare, or
-// closes it when there is one already or the channel is closing. If the
-// AfterFunc already started, it waits for its write (so that no write can
-// reach the fd once reused or closed) and drains the count.
-func (ch *Channel) putWaker(w *waker, stop func() bool) {
-	if !stop() {
-		fds := [1]unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}
-		for {
-			var n [8]byte
-			if _, err := unix.Read(w.fd, n[:]); err == nil {
-				break
-			}
-			unix.Ppoll(fds[:], nil, nil)
-		}
+// arm returns a waker registered with ctx, whose Done channel is done: the
+// armed one when it was registered with a context of the same Done channel
+// (a loop waiting with one context registers it once), otherwise a new
+// registration, releasing the armed one. The caller owns it until
+// keepArmed.
+func (ch *Channel) arm(ctx context.Context, done <-chan struct{}) (*armedWaker, error) {
+	a := ch.armed.p.Swap(nil)
+	if a != nil && a.done == done {
+		return a, nil
 	}
+	if a != nil {
+		ch.putWaker(a.w, a.stop)
+	}
+	w, err := ch.getWaker()
+	if err != nil {
+		return nil, err
+	}
+	return &armedWaker{done: done, w: w, stop: context.AfterFunc(ctx, w.fire)}, nil
+}
+
+// keepArmed leaves a registered for the next GetEvent with the same
+// context, unless the context is done (its waker has fired), the channel
+// is closing, or another waiter left one first: then it releases a.
+func (ch *Channel) keepArmed(ctx context.Context, a *armedWaker) {
+	if ctx.Err() != nil || ch.closing.Load() || !ch.armed.p.CompareAndSwap(nil, a) {
+		ch.putWaker(a.w, a.stop)
+	}
+}
+
+// putWaker unregisters w from its context and keeps it as the spare, or
+// closes it when there is one already or the channel is closing.
+func (ch *Channel) putWaker(w *waker, stop func() bool) {
+	w.unregister(stop)
 	if ch.closing.Load() || !ch.spare.CompareAndSwap(nil, w) {
 		w.close()
+	}
+}
+
+// unregister stops w's AfterFunc. If it already started, it waits for its
+// write (so that no write can reach the fd once reused or closed) and
+// drains the count.
+func (w *waker) unregister(stop func() bool) {
+	if stop() {
+		return
+	}
+	fds := [1]unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}
+	for {
+		var n [8]byte
+		if _, err := unix.Read(w.fd, n[:]); err == nil {
+			return
+		}
+		unix.Ppoll(fds[:], nil, nil)
 	}
 }
 
@@ -323,10 +383,20 @@ func (ch *Channel) Close() error {
 	err := ch.src.Close()
 	ch.cleanup.Stop()
 	unix.Close(ch.closeFD)
+	if a := ch.armed.p.Swap(nil); a != nil {
+		a.w.unregister(a.stop)
+		a.w.close()
+	}
 	if w := ch.spare.Swap(nil); w != nil {
 		w.close()
 	}
 	return err
+}
+
+// chanRes is what a dropped Channel's cleanup releases.
+type chanRes struct {
+	closeFD int
+	armed   *armedSlot
 }
 
 // yieldBeforeWait calls runtime.Gosched when the last yield is more than

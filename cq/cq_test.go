@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -382,22 +383,138 @@ func TestGetEventReads(t *testing.T) {
 }
 
 // The hot path allocates nothing: an event already queued, and a wait that
-// polls first, with a context that cannot be cancelled.
+// polls first, with a context that cannot be cancelled and with one that
+// can (registered with it once, on the first wait).
 func TestGetEventAllocs(t *testing.T) {
 	ch, src, c := newCountingChannel(t)
 	ev := make([]byte, 8) // written by the test, not the code under test
 	binary.NativeEndian.PutUint64(ev, c.handle)
-	for _, idle := range []uint32{0, 1} {
-		if a := testing.AllocsPerRun(200, func() {
-			unix.Write(src.w, ev)
-			ch.idle.Store(idle)
-			if got, err := ch.GetEvent(context.Background()); got != c.CQ || err != nil {
-				t.Fatalf("GetEvent = %p, %v", got, err)
+	cancellable, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, ctx := range []context.Context{context.Background(), cancellable} {
+		for _, idle := range []uint32{0, 1} {
+			if a := testing.AllocsPerRun(200, func() {
+				unix.Write(src.w, ev)
+				ch.idle.Store(idle)
+				if got, err := ch.GetEvent(ctx); got != c.CQ || err != nil {
+					t.Fatalf("GetEvent = %p, %v", got, err)
+				}
+				c.Ack(1)
+			}); a != 0 {
+				t.Errorf("GetEvent (idle %d, cancellable %v) allocates %.1f times per event", idle, ctx.Done() != nil, a)
 			}
-			c.Ack(1)
-		}); a != 0 {
-			t.Errorf("GetEvent (idle %d) allocates %.1f times per event", idle, a)
 		}
+	}
+}
+
+// A context stays registered from one GetEvent to the next: cancelling it
+// still wakes a later wait at once, and a wait with another context is not
+// woken by the first one's cancellation.
+func TestGetEventKeepsContextRegistered(t *testing.T) {
+	ch, src := newTestChannel(t)
+	c := newSimCQ(t, 4)
+	attach(t, ch, c.CQ)
+	waitErr := func(ctx context.Context) <-chan error {
+		errc := make(chan error, 1)
+		go func() {
+			_, err := ch.GetEvent(ctx)
+			errc <- err
+		}()
+		return errc
+	}
+	a, cancelA := context.WithCancel(context.Background())
+	for range 3 {
+		src.event(t, c.handle)
+		if got, err := ch.GetEvent(a); got != c.CQ || err != nil {
+			t.Fatalf("GetEvent(a) = %p, %v", got, err)
+		}
+		c.Ack(1)
+	}
+	errc := waitErr(a)
+	time.Sleep(20 * time.Millisecond)
+	cancelA()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("GetEvent(a) after cancel = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("cancelling a context registered by earlier waits did not wake the wait")
+	}
+
+	b, cancelB := context.WithCancel(context.Background())
+	defer cancelB()
+	d, cancelD := context.WithCancel(context.Background())
+	src.event(t, c.handle)
+	if _, err := ch.GetEvent(d); err != nil { // d is now the registered one
+		t.Fatal(err)
+	}
+	c.Ack(1)
+	errc = waitErr(b)
+	time.Sleep(20 * time.Millisecond)
+	cancelD() // d's waker fires; b's wait must not notice
+	select {
+	case err := <-errc:
+		t.Fatalf("GetEvent(b) returned %v when another context was cancelled", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	src.event(t, c.handle)
+	if err := <-errc; err != nil {
+		t.Fatalf("GetEvent(b) = %v, want the event", err)
+	}
+	c.Ack(1)
+}
+
+// isOpen reports whether fd is an open descriptor of this process.
+func isOpen(fd int) bool {
+	_, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	return err == nil
+}
+
+// A channel left registered with a context that is never done holds no fd
+// after Close, and none once dropped without Close and collected: neither
+// its own eventfd nor the one registered with the context.
+func TestChannelArmedWakerReleased(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // only at the end: the registration outlives the channel
+	// open makes a channel whose last wait left its waker registered with
+	// ctx, and returns the two eventfds.
+	open := func() (*Channel, *simCQ, [2]int) {
+		src := newPipeSource(t)
+		ch, err := newChannel(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newSimCQ(t, 4)
+		attach(t, ch, c.CQ)
+		src.event(t, c.handle)
+		ch.idle.Store(1) // the wait path: register, poll, read
+		if _, err := ch.GetEvent(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c.Ack(1)
+		a := ch.armed.p.Load()
+		if a == nil {
+			t.Fatal("no waker left registered after a wait with a cancellable context")
+		}
+		return ch, &c, [2]int{ch.closeFD, a.w.fd}
+	}
+	ch, c, fds := open()
+	ch.remove(c.handle)
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if isOpen(fds[0]) || isOpen(fds[1]) {
+		t.Fatalf("eventfds %v still open after Close", fds)
+	}
+
+	fds = func() [2]int { _, _, fds := open(); return fds }()
+	for i := 0; isOpen(fds[0]) || isOpen(fds[1]); i++ {
+		if i == 100 {
+			t.Fatalf("eventfds %v of a dropped channel still open (open: %v, %v)", fds, isOpen(fds[0]), isOpen(fds[1]))
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
