@@ -37,6 +37,14 @@ var errStopped = errors.New("server: stopped")
 // spinning: a clock read costs more than a poll of an empty ring.
 const timeCheckEvery = 32
 
+// A draining loop (its QP going to ERROR for the next sender) stops at the
+// first flush, once nothing is posted, or after drainLimit; it parks at
+// most drainPoll at a time, so that the limit is seen.
+const (
+	drainLimit = time.Second
+	drainPoll  = 10 * time.Millisecond
+)
+
 // loop is one connection's receive loop.
 type loop struct {
 	p       *pool
@@ -47,6 +55,8 @@ type loop struct {
 	spin    time.Duration
 	stop    *atomic.Bool // return at once
 	drain   *atomic.Bool // the QP is going to ERROR: return once nothing is posted
+	// draining is drain as the current step saw it.
+	draining bool
 
 	wc      []cq.WC
 	batch   []qp.RecvWR // receives to post, one per slot at most
@@ -77,6 +87,14 @@ func (l *loop) postIdle() error {
 		}
 	}
 	return l.flush()
+}
+
+// repost queues a slot whose completion delivered nothing, unless the QP
+// is draining: then the slot stays idle for the next connection.
+func (l *loop) repost(slot uint32) {
+	if !l.draining {
+		l.queueSlot(slot)
+	}
 }
 
 // queueSlot adds slot to the next re-post.
@@ -113,7 +131,7 @@ func (l *loop) run() error {
 		return err
 	}
 	defer ep.close()
-	var idleSince time.Time
+	var idleSince, drainSince time.Time
 	empty := 0
 	for {
 		if l.stop.Load() {
@@ -130,8 +148,18 @@ func (l *loop) run() error {
 		}
 		if l.drain.Load() {
 			// Completions still to come are flushes of posted slots; with
-			// none posted, everything that arrived has been handled.
+			// none posted, everything that arrived has been handled. rxe
+			// flushes only the receives queued when the QP went to ERROR
+			// (and those it finds when a late packet wakes its responder):
+			// a slot posted just before the loop saw the drain may never
+			// complete, so the drain gives up after drainLimit.
 			if posted, _ := l.p.postedHeld(); posted == 0 {
+				return errStopped
+			}
+			now := time.Now()
+			if drainSince.IsZero() {
+				drainSince = now
+			} else if now.Sub(drainSince) > drainLimit {
 				return errStopped
 			}
 		}
@@ -162,7 +190,11 @@ func (l *loop) run() error {
 			continue
 		}
 		bump(&l.c.parks, 1)
-		err = ep.wait()
+		timeout := -1
+		if l.drain.Load() {
+			timeout = int(drainPoll / time.Millisecond)
+		}
+		err = ep.wait(timeout)
 		l.p.unpark()
 		if err != nil {
 			return err
@@ -178,11 +210,17 @@ func (l *loop) run() error {
 // re-posts what it does not deliver. It returns the number of completions
 // (or of released slots, so that a release counts as activity).
 func (l *loop) step() (int, error) {
-	l.scratch = l.p.takeReturned(l.scratch[:0])
-	for _, s := range l.scratch {
-		l.queueSlot(s)
+	// A dying QP gets no more receives: released slots wait for the next
+	// connection's postIdle.
+	l.draining = l.drain.Load()
+	released := 0
+	if !l.draining {
+		l.scratch = l.p.takeReturned(l.scratch[:0])
+		for _, s := range l.scratch {
+			l.queueSlot(s)
+		}
+		released = len(l.scratch)
 	}
-	released := len(l.scratch)
 	n, err := l.q.Poll(l.wc)
 	if err != nil {
 		return 0, fmt.Errorf("server: poll CQ: %w", err)
@@ -220,13 +258,13 @@ func (l *loop) complete(wc *cq.WC) (flushed bool) {
 		if wc.Status == cq.WRFlushErr {
 			return true // stays idle: the next connection posts it
 		}
-		l.queueSlot(slot)
+		l.repost(slot)
 	case wc.Opcode != cq.OpRecv || wc.Flags&cq.WithImm == 0:
 		bump(&l.c.badOpcode, 1)
-		l.queueSlot(slot)
+		l.repost(slot)
 	case wc.ByteLen == 0 || int64(wc.ByteLen) > int64(l.p.size):
 		bump(&l.c.badLength, 1)
-		l.queueSlot(slot)
+		l.repost(slot)
 	default:
 		f := l.p.deliver(slot, int(wc.ByteLen), wc.Imm)
 		l.c.frame(f.channel, f.position, int(wc.ByteLen))
@@ -262,18 +300,19 @@ func newParker(fds ...int) (*parker, error) {
 	return &parker{fd: ep}, nil
 }
 
-// wait blocks until one of the fds is readable; there is no timeout.
+// wait blocks until one of the fds is readable, or for at most msec
+// milliseconds (-1: without limit).
 // Every 2 ms of parks it first yields to the scheduler, as
 // cq.Channel.GetEvent does and for the same reason: a goroutine that only
 // sleeps in system calls keeps its scheduling tick, and after 10 ms the
 // runtime's monitor takes its P mid-wait and then wakes every 20 us.
-func (e *parker) wait() error {
+func (e *parker) wait(msec int) error {
 	if now := time.Now(); now.Sub(e.yielded) >= 2*time.Millisecond {
 		e.yielded = now
 		runtime.Gosched()
 	}
 	for {
-		_, err := unix.EpollWait(e.fd, e.events[:], -1)
+		_, err := unix.EpollWait(e.fd, e.events[:], msec)
 		if err == unix.EINTR {
 			continue
 		}

@@ -306,6 +306,35 @@ func TestLoopDrain(t *testing.T) {
 	}
 }
 
+// TestLoopDrainGivesUp: a draining loop whose posted receives never
+// complete (rxe flushes only what was queued when the QP went to ERROR)
+// stops after drainLimit instead of waiting for ever, and posts nothing on
+// the dying QP meanwhile: a slot released during the drain waits for the
+// next connection.
+func TestLoopDrainGivesUp(t *testing.T) {
+	held := make(chan *Frame, 4)
+	r := newSimRig(t, 4, 64, func(f *Frame) { held <- f })
+	r.l.spin = -1
+	errc := make(chan error, 1)
+	go func() { errc <- r.l.run() }()
+	r.send(qp.SendWithImm, 0, 1, 0)
+	f := within(t, "a frame", held)
+	waitFor(t, func() bool { p, _ := r.p.postedHeld(); return p == 3 })
+	r.drain.Store(true)
+	r.p.wake()
+	start := time.Now()
+	f.Release()
+	if err := within(t, "the drained loop's return", errc); !errors.Is(err, errStopped) {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < drainLimit/2 {
+		t.Errorf("the drain ended after %v with 3 receives posted and no flush", d)
+	}
+	if posted, held := r.p.postedHeld(); posted != 3 || held != 1 {
+		t.Errorf("posted %d held %d after the drain, want 3 and 1 (the released slot not re-posted)", posted, held)
+	}
+}
+
 // within receives from ch, or fails the test after 10 s with every
 // goroutine's stack (a hang here once took the whole run's 10 minutes).
 func within[T any](t *testing.T, what string, ch <-chan T) T {
