@@ -54,7 +54,7 @@ type loop struct {
 	frames  chan<- *Frame
 	spin    time.Duration
 	stop    *atomic.Bool // return at once
-	drain   *atomic.Bool // the QP is going to ERROR: return once nothing is posted
+	drain   *atomic.Bool // the QP is going to ERROR: see drainLimit
 	// draining is drain as the current step saw it.
 	draining bool
 
