@@ -63,47 +63,18 @@ func parseOptions(args []string) (options, error) {
 	return o, nil
 }
 
-// set applies one option. Numbers are read like strtol with base 0
-// (decimal, 0x hex, 0 octal), but a malformed number is refused instead of
-// read as far as it goes.
+// set applies one option: the shared ones through pp.CommonFlags, then
+// this tool's own.
 func (o *options) set(c rune, arg string) error {
-	var err error
+	if ok, err := (pp.CommonFlags{Port: &o.port, Dev: &o.ibDev, IBPort: &o.ibPort, Size: &o.size, MTU: &o.mtu,
+		RxDepth: &o.rxDepth, Iters: &o.iters, SL: &o.sl, Events: &o.events, GIDIndex: &o.gidIndex, Validate: &o.validate}).Set(c, arg); ok {
+		return err
+	}
 	switch c {
-	case 'p':
-		o.port, err = pp.Number(arg, 0, 65535)
-	case 'd':
-		o.ibDev = arg
-	case 'i':
-		var p int
-		p, err = pp.Number(arg, 1, 255)
-		o.ibPort = uint8(p)
-	case 's':
-		o.size, err = pp.Number(arg, 0, 1<<31-1)
-	case 'm':
-		var m int
-		if m, err = pp.Number(arg, 0, 1<<31-1); err == nil {
-			if o.mtu = pp.MTUFromBytes(m); o.mtu == 0 {
-				err = pp.ErrUsage
-			}
-		}
-	case 'r':
-		o.rxDepth, err = pp.Number(arg, 0, 1<<31-1)
-	case 'n':
-		o.iters, err = pp.Number(arg, 0, 1<<31-1)
-	case 'l':
-		var sl int
-		sl, err = pp.Number(arg, 0, 15)
-		o.sl = uint8(sl)
-	case 'e':
-		o.events = true
-	case 'g':
-		o.gidIndex, err = pp.Number(arg, -1<<31, 1<<31-1)
 	case 'o':
 		o.odp = true
 	case 't':
 		o.ts = true
-	case 'c':
-		o.validate = true
 	case 'N':
 		// ibv_rc_pingpong's -N picks libibverbs' newer post-send calls;
 		// the work request the device sees is the same, and pureverbs has
@@ -113,7 +84,7 @@ func (o *options) set(c rune, arg string) error {
 	case 'j':
 		return errors.New("-j: device memory is not supported by rxe")
 	}
-	return err
+	return nil
 }
 
 // printUsage writes ibv_rc_pingpong's help text for the options this tool

@@ -60,41 +60,10 @@ func parseOptions(args []string) (options, error) {
 	return o, nil
 }
 
-// set applies one option. Numbers are read like strtol with base 0, but a
-// malformed number is refused instead of read as far as it goes.
+// set applies one option; every one of this tool's is a shared one.
 func (o *options) set(c rune, arg string) error {
-	var err error
-	var n int
-	switch c {
-	case 'p':
-		o.port, err = pp.Number(arg, 0, 65535)
-	case 'd':
-		o.ibDev = arg
-	case 'i':
-		n, err = pp.Number(arg, 1, 255)
-		o.ibPort = uint8(n)
-	case 's':
-		o.size, err = pp.Number(arg, 1, 1<<31-1)
-	case 'm':
-		if n, err = pp.Number(arg, 0, 1<<31-1); err == nil {
-			if o.mtu = pp.MTUFromBytes(n); o.mtu == 0 {
-				err = pp.ErrUsage
-			}
-		}
-	case 'r':
-		o.rxDepth, err = pp.Number(arg, 1, 1<<31-1)
-	case 'n':
-		o.iters, err = pp.Number(arg, 0, 1<<31-1)
-	case 'l':
-		n, err = pp.Number(arg, 0, 15)
-		o.sl = uint8(n)
-	case 'e':
-		o.events = true
-	case 'g':
-		o.gidIndex, err = pp.Number(arg, -1<<31, 1<<31-1)
-	case 'c':
-		o.validate = true
-	}
+	_, err := (pp.CommonFlags{Port: &o.port, Dev: &o.ibDev, IBPort: &o.ibPort, Size: &o.size, MTU: &o.mtu,
+		RxDepth: &o.rxDepth, Iters: &o.iters, SL: &o.sl, Events: &o.events, GIDIndex: &o.gidIndex, Validate: &o.validate, Min: 1}).Set(c, arg)
 	return err
 }
 
