@@ -68,17 +68,6 @@ func FuzzWCAgreesWithRxe(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id uint64, status, opcode, vendor, byteLen, imm, qpn, srcQP, flags uint32, pkey, slid uint16, sl, bits, port uint8) {
 		w := rxe.WC{WRID: id, Status: rxe.WCStatus(status), Opcode: rxe.WCOpcode(opcode), VendorErr: vendor, ByteLen: byteLen,
 			Imm: imm, QPNum: qpn, SrcQP: srcQP, Flags: rxe.WCFlags(flags), PKeyIndex: pkey, SLID: slid, SL: sl, DLIDPathBits: bits, PortNum: port}
-		c, err := New().NewCQ(3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.push(&w)
-		got := make([]rxe.WC, 2)
-		if n, err := c.User.Poll(got); err != nil || n != 1 {
-			t.Fatalf("Poll = %d, %v", n, err)
-		}
-		if d := cmp.Diff(w, got[0]); d != "" {
-			t.Errorf("completion (-wrote +polled):\n%s", d)
-		}
+		checkWCRoundTrip(t, w)
 	})
 }
