@@ -14,7 +14,11 @@ import (
 // crc32_generic is not in rdma_rxe's modules.dep line: rxe asks the crypto
 // API for "crc32" at run time (rxe_icrc), a request modules.dep cannot see.
 // Without it, adding an rxe link fails with ENOENT.
-var RxeModules = []string{"crc32_generic", "rdma_rxe", "veth"}
+//
+// rdma_ucm gives /dev/infiniband/rdma_cm (RDMA CM, with rdma_cm, ib_cm and
+// iw_cm beneath it); sch_netem lets tests put loss, delay and corruption on
+// the veth pair.
+var RxeModules = []string{"crc32_generic", "rdma_rxe", "veth", "rdma_ucm", "sch_netem"}
 
 // NICModules drive the virtio NIC of a two-VM run.
 var NICModules = []string{"virtio_pci", "virtio_net"}
