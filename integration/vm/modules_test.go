@@ -25,6 +25,12 @@ kernel/net/ipv4/udp_tunnel.ko:
 kernel/net/ipv6/ip6_udp_tunnel.ko:
 kernel/drivers/infiniband/core/ib_uverbs.ko: kernel/drivers/infiniband/core/ib_core.ko
 kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko: kernel/drivers/infiniband/core/ib_uverbs.ko kernel/drivers/infiniband/core/ib_core.ko kernel/net/ipv6/ip6_udp_tunnel.ko kernel/net/ipv4/udp_tunnel.ko
+kernel/fs/configfs/configfs.ko:
+kernel/drivers/infiniband/core/ib_cm.ko: kernel/drivers/infiniband/core/ib_core.ko
+kernel/drivers/infiniband/core/iw_cm.ko: kernel/drivers/infiniband/core/ib_core.ko
+kernel/drivers/infiniband/core/rdma_cm.ko: kernel/drivers/infiniband/core/iw_cm.ko kernel/drivers/infiniband/core/ib_cm.ko kernel/drivers/infiniband/core/ib_core.ko kernel/fs/configfs/configfs.ko
+kernel/drivers/infiniband/core/rdma_ucm.ko: kernel/drivers/infiniband/core/ib_uverbs.ko kernel/drivers/infiniband/core/rdma_cm.ko kernel/drivers/infiniband/core/iw_cm.ko kernel/drivers/infiniband/core/ib_cm.ko kernel/drivers/infiniband/core/ib_core.ko kernel/fs/configfs/configfs.ko
+kernel/net/sched/sch_netem.ko:
 `
 
 func TestResolveOrdersDependenciesFirst(t *testing.T) {
@@ -44,6 +50,12 @@ func TestResolveOrdersDependenciesFirst(t *testing.T) {
 		"kernel/net/ipv4/udp_tunnel.ko",
 		"kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko",
 		"kernel/drivers/net/veth.ko",
+		"kernel/drivers/infiniband/core/iw_cm.ko",
+		"kernel/drivers/infiniband/core/ib_cm.ko",
+		"kernel/fs/configfs/configfs.ko",
+		"kernel/drivers/infiniband/core/rdma_cm.ko",
+		"kernel/drivers/infiniband/core/rdma_ucm.ko",
+		"kernel/net/sched/sch_netem.ko",
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("load order (-want +got):\n%s", d)
