@@ -25,12 +25,13 @@ func (c *counter) OnClosed(ConnID, CloseReason, error) { c.closes.Add(1) }
 // allocRig is a driver with a UDP socket, a stream socket and a completion
 // queue, plus the peer ends to feed them.
 type allocRig struct {
-	d          *Driver
-	h          *counter
-	cq         *fakeCQ
-	udpPeer    int
-	streamPeer int
-	payload    []byte
+	d           *Driver
+	h           *counter
+	cq          *fakeCQ
+	udp, stream ConnID
+	udpPeer     int
+	streamPeer  int
+	payload     []byte
 }
 
 func newAllocRig(t testing.TB, cfg Config) *allocRig {
@@ -44,7 +45,7 @@ func newAllocRig(t testing.TB, cfg Config) *allocRig {
 	r.d = d
 
 	srv, addr := rawUDPTB(t)
-	if _, err := d.AddFD(srv); err != nil {
+	if r.udp, err = d.AddFD(srv); err != nil {
 		unix.Close(srv)
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func newAllocRig(t testing.TB, cfg Config) *allocRig {
 	}
 	r.streamPeer = fds[1]
 	t.Cleanup(func() { unix.Close(r.streamPeer) })
-	if _, err := d.AddFD(fds[0]); err != nil {
+	if r.stream, err = d.AddFD(fds[0]); err != nil {
 		unix.Close(fds[0])
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestPassAllocatesNothing(t *testing.T) {
 				}
 			}
 			// Answering, as a handler does, allocates nothing either: SendTo
-			// on the UDP socket (slot 0) and Send on the stream (slot 1).
+			// on the UDP socket and Send on the stream.
 			sa, err := unix.Getsockname(r.udpPeer)
 			if err != nil {
 				t.Fatal(err)
@@ -153,10 +154,10 @@ func TestPassAllocatesNothing(t *testing.T) {
 			in := sa.(*unix.SockaddrInet4)
 			peer := netip.AddrPortFrom(netip.AddrFrom4(in.Addr), uint16(in.Port))
 			if a := testing.AllocsPerRun(runs, func() {
-				if _, err := r.d.SendTo(0, r.payload, peer); err != nil {
+				if _, err := r.d.SendTo(r.udp, r.payload, peer); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := r.d.Send(1, r.payload); err != nil {
+				if _, err := r.d.Send(r.stream, r.payload); err != nil {
 					t.Fatal(err)
 				}
 			}); a != 0 {

@@ -150,7 +150,7 @@ func (d *Driver) Backend() Backend { return d.cfg.Backend }
 func (d *Driver) AddFD(fd int) (ConnID, error) {
 	src, err := d.socketSource(fd)
 	if err != nil {
-		return -1, err
+		return 0, err
 	}
 	src.owned = true
 	return d.add(src)
@@ -163,17 +163,17 @@ func (d *Driver) AddFD(fd int) (ConnID, error) {
 func (d *Driver) AddConn(c syscall.Conn) (ConnID, error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return -1, fmt.Errorf("netpoll: add conn: %w", err)
+		return 0, fmt.Errorf("netpoll: add conn: %w", err)
 	}
 	dup := -1
 	var derr error
 	if err := rc.Control(func(fd uintptr) {
 		dup, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
 	}); err != nil {
-		return -1, fmt.Errorf("netpoll: add conn: %w", err)
+		return 0, fmt.Errorf("netpoll: add conn: %w", err)
 	}
 	if derr != nil {
-		return -1, fmt.Errorf("netpoll: add conn: dup: %w", derr)
+		return 0, fmt.Errorf("netpoll: add conn: dup: %w", derr)
 	}
 	id, err := d.AddFD(dup)
 	if err != nil {
@@ -186,7 +186,7 @@ func (d *Driver) AddConn(c syscall.Conn) (ConnID, error) {
 // OnClosed reports the id, its owner may.
 func (d *Driver) AddCQ(cq CompletionQueue) (ConnID, error) {
 	if cq == nil {
-		return -1, errors.New("netpoll: nil completion queue")
+		return 0, errors.New("netpoll: nil completion queue")
 	}
 	return d.add(source{kind: kindCQ, fd: cq.FD(), cq: cq})
 }
@@ -246,19 +246,20 @@ func (d *Driver) setBusyPoll(fd int) error {
 }
 
 // Remove takes a source out. It leaves at the start of the next pass, when
-// the driver closes what it owns and calls OnClosed with Removed.
+// the driver closes what it owns and calls OnClosed with Removed. An id
+// already removed, or already reported closed, is ErrNoSource.
 func (d *Driver) Remove(id ConnID) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	i := int(id)
+	i := id.slot()
 	if d.closed {
 		return ErrClosed
 	}
-	if i < 0 || i >= len(d.used) || d.used[i] != slotUsed {
-		return fmt.Errorf("netpoll: remove %d: %w", i, ErrNoSource)
+	if i >= len(d.used) || d.used[i] != slotUsed || d.gens[i] != id.gen() {
+		return fmt.Errorf("netpoll: remove %v: %w", id, ErrNoSource)
 	}
 	d.used[i] = slotRemoving
-	d.ops = append(d.ops, op{remove: true, index: i, gen: d.gens[i]})
+	d.ops = append(d.ops, op{remove: true, index: i, gen: id.gen()})
 	d.pending.Store(true)
 	d.signal()
 	return nil
@@ -356,8 +357,8 @@ var errSendAgain = os.NewSyscallError("sendto", unix.EAGAIN)
 // handler. It allocates nothing unless it fails with an error other than
 // EAGAIN.
 func (d *Driver) SendTo(id ConnID, p []byte, addr netip.AddrPort) (int, error) {
-	i := int(id)
-	if i < 0 || i >= len(d.slots) || (d.slots[i].kind != kindDgram && d.slots[i].kind != kindStream) {
+	i := id.slot()
+	if i >= len(d.slots) || !d.slots[i].socket() || d.slots[i].gen != id.gen() {
 		return 0, ErrNoSource
 	}
 	s := &d.slots[i]

@@ -140,9 +140,9 @@ func (d *Driver) recvSlot(i int) bool {
 			return false
 		}
 		if s.kind == kindDgram {
-			d.h.OnData(ConnID(i), d.rx.buf[:n], d.rx.from())
+			d.h.OnData(newConnID(i, s.gen), d.rx.buf[:n], d.rx.from())
 		} else {
-			d.h.OnData(ConnID(i), d.rx.buf[:n], netip.AddrPort{})
+			d.h.OnData(newConnID(i, s.gen), d.rx.buf[:n], netip.AddrPort{})
 		}
 		return true
 	case unix.EAGAIN, unix.EINTR:
