@@ -5,7 +5,9 @@
 // locked OS thread ([Driver.Run]) or one pass at a time ([Driver.Poll]).
 // Sources are UDP and TCP sockets (raw descriptors or net.Conn and
 // net.PacketConn values, through their SyscallConn) and completion queues
-// ([CompletionQueue]). Data and closes are reported to a [Handler].
+// ([CompletionQueue]; package netpoll/cqsource adapts cq's, so a program
+// that polls only sockets does not link the verbs packages). Data and closes
+// are reported to a [Handler].
 //
 // # Backends
 //

@@ -5,16 +5,17 @@ package netpoll
 import (
 	"errors"
 	"fmt"
+	"net"
 
-	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
 
 var (
 	// ErrNotSupported is matched (errors.Is) by every error saying the
 	// kernel lacks a feature: ErrKernelTooOld and ErrNoBusyPoll.
-	// It matches uverbs.ErrNotSupported too.
-	ErrNotSupported = fmt.Errorf("netpoll: %w by this kernel", uverbs.ErrNotSupported)
+	// It matches errors.ErrUnsupported too. (netpoll does not import the
+	// verbs packages, so it does not match uverbs.ErrNotSupported.)
+	ErrNotSupported = fmt.Errorf("netpoll: not supported by this kernel: %w", errors.ErrUnsupported)
 	// ErrKernelTooOld: the kernel predates the call (EPIOCSPARAMS needs
 	// Linux 6.9, epoll_pwait2 5.11).
 	ErrKernelTooOld = errors.New("netpoll: kernel too old")
@@ -24,8 +25,9 @@ var (
 	ErrNeedCapNetAdmin = errors.New("netpoll: needs CAP_NET_ADMIN")
 
 	// ErrClosed: the driver was closed.
-	// It matches uverbs.ErrClosed too.
-	ErrClosed = fmt.Errorf("netpoll: driver: %w", uverbs.ErrClosed)
+	// It matches net.ErrClosed too (not uverbs.ErrClosed: netpoll does not
+	// import the verbs packages).
+	ErrClosed = fmt.Errorf("netpoll: driver closed: %w", net.ErrClosed)
 	// ErrRunning: Run or Poll is already running on this driver.
 	ErrRunning = errors.New("netpoll: driver already running")
 	// ErrNoSource: no source has that id (never added, or already gone).

@@ -4,6 +4,7 @@ package netpoll
 
 import (
 	"errors"
+	"net"
 	"os"
 	"runtime"
 	"strings"
@@ -176,5 +177,16 @@ func TestSocketBusyPollNeedsCapNetAdmin(t *testing.T) {
 			unix.Close(fd)
 			t.Errorf("%s: AddFD as root: %v", op, err)
 		}
+	}
+}
+
+// netpoll's sentinels match the standard library's, since it imports no
+// verbs package whose sentinels it could wrap.
+func TestSentinelsMatchStandardOnes(t *testing.T) {
+	if !errors.Is(ErrClosed, net.ErrClosed) {
+		t.Errorf("ErrClosed does not match net.ErrClosed")
+	}
+	if err := busyPollError("EPIOCSPARAMS", unix.ENOTTY); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("%v does not match errors.ErrUnsupported", err)
 	}
 }
