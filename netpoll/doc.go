@@ -50,6 +50,21 @@
 //
 // Handlers run on the loop's goroutine. Add*, Remove and Stats are safe from
 // any goroutine at any time, including from handlers; additions and
-// removals take effect at the start of the next pass. Send and SendTo are
-// for handlers (or the goroutine calling Poll).
+// removals take effect at the start of the next pass. Send, SendTo and
+// Buffered are for handlers (or the goroutine calling Poll).
+//
+// # Sending
+//
+// Send never blocks. On a stream whose kernel buffer is full it holds the
+// rest back (up to [Config.SendBuffer] per stream), watches the socket for
+// writability (EPOLLOUT; RecvBusy without PerQueue retries every pass) and
+// writes it, in order and before anything sent later, as the peer reads.
+// Datagrams are never held back: a full buffer is an EAGAIN error.
+//
+// # Ids
+//
+// A [ConnID] is a slot and the slot's generation. A slot is reused only after
+// [Handler.OnClosed] for its previous source has returned, and a stale id (one
+// whose source is gone) is ErrNoSource for Remove, Send and Buffered, never
+// the slot's new source.
 package netpoll

@@ -59,6 +59,7 @@ type Driver struct {
 	rx         *recvBuf
 	pq         perQueue
 	empty      int // Park: consecutive empty passes
+	writers    int // streams holding back data for Send
 
 	stats counters
 }
@@ -342,26 +343,20 @@ func (d *Driver) signal() {
 	}
 }
 
-// Send writes p on the source's connected socket without blocking and
-// returns how much was written. Call it from a handler.
-func (d *Driver) Send(id ConnID, p []byte) (int, error) {
-	return d.SendTo(id, p, netip.AddrPort{})
-}
-
-// errSendAgain is EAGAIN from Send, allocated once: a full socket buffer is
-// a hot error path.
-var errSendAgain = os.NewSyscallError("sendto", unix.EAGAIN)
-
 // SendTo sends the datagram p to addr on the source's socket without
 // blocking (a zero addr sends on a connected socket). Call it from a
-// handler. It allocates nothing unless it fails with an error other than
-// EAGAIN.
+// handler. A full socket buffer is an error that wraps EAGAIN: datagrams are
+// not held back (see Send for streams). It allocates nothing unless it fails
+// with an error other than EAGAIN.
 func (d *Driver) SendTo(id ConnID, p []byte, addr netip.AddrPort) (int, error) {
-	i := id.slot()
-	if i >= len(d.slots) || !d.slots[i].socket() || d.slots[i].gen != id.gen() {
-		return 0, ErrNoSource
+	i, err := d.socketSlot(id)
+	if err != nil {
+		return 0, err
 	}
 	s := &d.slots[i]
+	if s.kind == kindStream {
+		return d.sendStream(i, p)
+	}
 	n, e := sendTo(s.fd, s.family, p, addr)
 	switch e {
 	case 0:
@@ -371,3 +366,16 @@ func (d *Driver) SendTo(id ConnID, p []byte, addr netip.AddrPort) (int, error) {
 	}
 	return 0, os.NewSyscallError("sendto", e)
 }
+
+// socketSlot is the slot of the live socket source id names.
+func (d *Driver) socketSlot(id ConnID) (int, error) {
+	i := id.slot()
+	if i >= len(d.slots) || !d.slots[i].socket() || d.slots[i].gen != id.gen() {
+		return 0, ErrNoSource
+	}
+	return i, nil
+}
+
+// errSendAgain is EAGAIN from SendTo, allocated once: a full socket buffer
+// is a hot error path.
+var errSendAgain = os.NewSyscallError("sendto", unix.EAGAIN)

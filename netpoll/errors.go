@@ -32,6 +32,10 @@ var (
 	ErrRunning = errors.New("netpoll: driver already running")
 	// ErrNoSource: no source has that id (never added, or already gone).
 	ErrNoSource = errors.New("netpoll: no such source")
+	// ErrSendBufferFull: Send would hold back more than Config.SendBuffer
+	// bytes for one stream; nothing of that call was taken beyond the
+	// count Send returned.
+	ErrSendBufferFull = errors.New("netpoll: send buffer full")
 )
 
 // BusyPollError is the kernel refusing a busy-poll setting or call, with the

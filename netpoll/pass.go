@@ -42,6 +42,9 @@ func (d *Driver) pass() error {
 		for _, i := range d.socks {
 			d.recvSlot(i)
 		}
+		if d.writers > 0 {
+			d.flushAll()
+		}
 		return nil
 	case Park:
 		return d.parkPass(got > 0)
@@ -113,6 +116,13 @@ func (d *Driver) waitAndRead(sleep bool, ts *unix.Timespec, skipPolled bool) (bo
 			d.consumeCQ(i)
 			progress = true
 		case s.socket():
+			if ev.Events&unix.EPOLLOUT != 0 && s.writable {
+				d.flushSlot(i)
+				progress = true
+				if s.kind == kindNone || ev.Events&^unix.EPOLLOUT == 0 {
+					continue // closed by a failed write, or only writable
+				}
+			}
 			if skipPolled && d.pq.polled[i] {
 				continue // read already; anything left is reported again
 			}

@@ -29,6 +29,11 @@ type source struct {
 	fd      int // the socket, or the completion channel
 	gen     uint32
 	cq      CompletionQueue
+	// out is what Send held back on a stream whose kernel buffer was
+	// full, in order; writable says EPOLLOUT is in the epoll set for it.
+	// The array is kept (and reused) while the source lives.
+	out      []byte
+	writable bool
 }
 
 func (s *source) socket() bool { return s.kind == kindDgram || s.kind == kindStream }
@@ -141,6 +146,9 @@ func (d *Driver) closeSlot(i int, reason CloseReason, err error) {
 	}
 	if s.owned {
 		unix.Close(s.fd)
+	}
+	if s.writable {
+		d.writers--
 	}
 	d.slots[i] = source{}
 	d.listsStale = true
