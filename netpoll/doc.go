@@ -19,7 +19,11 @@
 //     kernel polls the NIC queue for [Config.BusyPoll], then sleeps until an
 //     event or the timeout. A zero timeout would skip the busy loop, so this
 //     backend sleeps by design. One epoll instance tracks one NAPI id: with
-//     sockets on several RX queues only one queue is busy-polled.
+//     sockets on several RX queues only one queue is busy-polled. A pass
+//     that must not sleep because completion queues had work polls each
+//     socket queue once instead, as RecvBusy with PerQueue does (sockets
+//     get SO_BUSY_POLL for it), so busy completion queues do not stop the
+//     sockets' busy polling.
 //   - [RecvBusy]: no epoll. A non-blocking recvmsg on every socket every
 //     pass, with SO_BUSY_POLL set on each: an empty read runs one NAPI pass
 //     in the kernel, then returns EAGAIN. Never sleeps; one syscall per

@@ -210,7 +210,7 @@ func (d *Driver) socketSource(fd int) (source, error) {
 	if src.family, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil {
 		return source{}, fmt.Errorf("netpoll: add fd %d: SO_DOMAIN: %w", fd, err)
 	}
-	if d.cfg.Backend == RecvBusy {
+	if d.cfg.Backend == RecvBusy || d.cfg.Backend == EpollBusy {
 		if err := d.setBusyPoll(fd); err != nil {
 			return source{}, err
 		}
@@ -218,7 +218,10 @@ func (d *Driver) socketSource(fd int) (source, error) {
 	return src, nil
 }
 
-// setBusyPoll makes an empty read of fd run a NAPI pass (RecvBusy).
+// setBusyPoll makes an empty read of fd run a NAPI pass: RecvBusy's every
+// read, and EpollBusy's while completion queues keep it from sleeping.
+// EpollBusy sets only SO_BUSY_POLL (which needs no capability): its
+// preference and budget are the epoll instance's.
 func (d *Driver) setBusyPoll(fd int) error {
 	set := func(opt string, name, v int) error {
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, name, v); err != nil {
@@ -232,6 +235,9 @@ func (d *Driver) setBusyPoll(fd int) error {
 	}
 	if err := set("SO_BUSY_POLL", unix.SO_BUSY_POLL, int(d.cfg.BusyPoll/time.Microsecond)); err != nil {
 		return err
+	}
+	if d.cfg.Backend != RecvBusy {
+		return nil
 	}
 	if d.cfg.PreferBusyPoll {
 		if err := set("SO_PREFER_BUSY_POLL", unix.SO_PREFER_BUSY_POLL, 1); err != nil {

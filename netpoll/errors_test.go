@@ -190,3 +190,20 @@ func TestSentinelsMatchStandardOnes(t *testing.T) {
 		t.Errorf("%v does not match errors.ErrUnsupported", err)
 	}
 }
+
+// EpollBusy sets only SO_BUSY_POLL on its sockets (for the passes in which
+// completion queues keep it from sleeping): its preference and budget are
+// the epoll instance's, so adding a socket needs no CAP_NET_ADMIN.
+func TestEpollBusyAddNeedsNoCapNetAdmin(t *testing.T) {
+	d := newDriver(t, Config{Backend: EpollBusy, PreferBusyPoll: true, BusyPollBudget: 8}, &recorder{})
+	fd, _ := rawUDP(t)
+	var err error
+	withoutCapNetAdmin(t, func() { _, err = d.AddFD(fd) })
+	if err != nil {
+		unix.Close(fd)
+		t.Fatalf("AddFD without CAP_NET_ADMIN: %v", err)
+	}
+	if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL); err != nil || v == 0 {
+		t.Errorf("SO_BUSY_POLL %d, %v: want it set", v, err)
+	}
+}

@@ -27,8 +27,19 @@ func (d *Driver) pass() error {
 		_, err := d.waitAndRead(false, nil, false)
 		return err
 	case EpollBusy:
-		sleep := got == 0 && d.armCQs() == 0
-		_, err := d.waitAndRead(sleep, &d.waitTS, false)
+		if got == 0 && d.armCQs() == 0 {
+			_, err := d.waitAndRead(true, &d.waitTS, false)
+			return err
+		}
+		// Completions keep the loop from sleeping, and epoll busy-polls only
+		// in a wait that may sleep (a zero timeout returns first): poll each
+		// socket queue once with a non-blocking read instead, then take
+		// what became ready, as RecvBusy with PerQueue does.
+		d.pq.refresh(d)
+		for _, i := range d.pq.reps {
+			d.recvSlot(i)
+		}
+		_, err := d.waitAndRead(false, nil, true)
 		return err
 	case RecvBusy:
 		if d.cfg.PerQueue {
