@@ -231,10 +231,16 @@ func benchDriver(o options, topo topology, port uint16, cfg netpoll.Config) (res
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
+	srvCPU, cliCPU := o.pin.cpus()
 	for i, d := range []*netpoll.Driver{srv, cli} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if err := pinThread([]int{srvCPU, cliCPU}[i]); err != nil {
+				errs[i] = err
+				cancel()
+				return
+			}
 			errs[i] = d.Run(ctx)
 		}()
 	}
@@ -260,7 +266,13 @@ func benchUDPConn(o options, topo topology, port uint16) (result, error) {
 		return r, err
 	}
 	defer cliConn.Close()
+	srvCPU, cliCPU := o.pin.cpus()
+	pinErrs := make(chan error, 2)
 	go func() {
+		if err := pinThread(srvCPU); err != nil {
+			pinErrs <- err
+			return
+		}
 		buf := make([]byte, 64<<10)
 		for {
 			n, from, err := srvConn.ReadFromUDPAddrPort(buf)
@@ -279,6 +291,10 @@ func benchUDPConn(o options, topo topology, port uint16) (result, error) {
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
+		if err := pinThread(cliCPU); err != nil {
+			pinErrs <- err
+			return
+		}
 		ping := make([]byte, o.size)
 		buf := make([]byte, 64<<10)
 		c.fill(ping, 0)
@@ -298,6 +314,11 @@ func benchUDPConn(o options, topo topology, port uint16) (result, error) {
 	cliConn.Close() // stops the reader; then c is ours alone
 	<-readerDone
 	c.finish(&r)
+	select {
+	case err := <-pinErrs:
+		return r, err
+	default:
+	}
 	return r, nil
 }
 
