@@ -33,22 +33,11 @@ func (d *Driver) pass() error {
 		}
 		// Completions keep the loop from sleeping, and epoll busy-polls only
 		// in a wait that may sleep (a zero timeout returns first): poll each
-		// socket queue once with a non-blocking read instead, then take
-		// what became ready, as RecvBusy with PerQueue does.
-		d.pq.refresh(d)
-		for _, i := range d.pq.reps {
-			d.recvSlot(i)
-		}
-		_, err := d.waitAndRead(false, nil, true)
-		return err
+		// socket queue once with a non-blocking read instead.
+		return d.perQueuePass()
 	case RecvBusy:
 		if d.cfg.PerQueue {
-			d.pq.refresh(d)
-			for _, i := range d.pq.reps {
-				d.recvSlot(i)
-			}
-			_, err := d.waitAndRead(false, nil, true)
-			return err
+			return d.perQueuePass()
 		}
 		for _, i := range d.socks {
 			d.recvSlot(i)
@@ -61,6 +50,18 @@ func (d *Driver) pass() error {
 		return d.parkPass(got > 0)
 	}
 	return nil
+}
+
+// perQueuePass reads one socket per NIC queue (with SO_BUSY_POLL set, each
+// empty read runs one NAPI pass of its queue), then serves what epoll
+// reports ready and was not read already.
+func (d *Driver) perQueuePass() error {
+	d.pq.refresh(d)
+	for _, i := range d.pq.reps {
+		d.recvSlot(i)
+	}
+	_, err := d.waitAndRead(false, nil, true)
+	return err
 }
 
 // parkPass spins while data flows and, after ParkAfter empty passes, arms

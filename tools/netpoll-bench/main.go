@@ -8,10 +8,11 @@
 // needs root. -netns=false uses loopback in the current namespace instead.
 // Both ends run in this one process, each backend on both ends: a driver's
 // loop spins on its own locked OS thread, so spinning backends keep two
-// cores busy. By default (-pin 0,1) the server end's thread is bound to CPU 0
-// and the client end's to CPU 1 (sched_setaffinity on the locked thread; for
-// net.UDPConn the goroutines that read), so two spinning ends never share a
-// CPU. Every run is bounded by -n and -timeout.
+// cores busy. By default (-pin 0,1) the server driver's thread is bound to
+// CPU 0 and the client's to CPU 1 (sched_setaffinity on the locked thread),
+// so two spinning ends never share a CPU. net.UDPConn's goroutines are not
+// pinned: they block, and a locked goroutine pays a thread hand-off on every
+// wake-up. Every run is bounded by -n and -timeout.
 //
 // Go's asynchronous preemption interrupts long-running spin loops with
 // signals; compare with GODEBUG=asyncpreemptoff=1.
@@ -64,7 +65,7 @@ func main() {
 	flag.BoolVar(&o.base.PreferBusyPoll, "prefer-busy-poll", false, "prefer busy polling (needs CAP_NET_ADMIN for recv-busy)")
 	flag.IntVar(&o.base.ParkAfter, "park-after", 0, "park: empty passes before blocking (0: netpoll's default)")
 	flag.StringVar(&backends, "backends", strings.Join(allRuns(), ","), "comma-separated runs")
-	pin := flag.String("pin", defaultPin(), "CPUs for the server's and the client's receive thread, \"server,client\" (empty: not pinned)")
+	pin := flag.String("pin", defaultPin(), "CPUs for the server's and the client's driver thread, \"server,client\" (empty: not pinned)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: netpoll-bench [flags]\n\n"+
 			"UDP ping-pong through each netpoll backend and through net.UDPConn; prints\n"+

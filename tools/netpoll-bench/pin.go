@@ -52,7 +52,7 @@ func (p *pinning) String() string {
 	if p == nil {
 		return "threads not pinned"
 	}
-	return fmt.Sprintf("server end's thread pinned to CPU %d, client end's to CPU %d", p.server, p.client)
+	return fmt.Sprintf("drivers: server end's thread pinned to CPU %d, client end's to CPU %d (net.UDPConn not pinned)", p.server, p.client)
 }
 
 // pinThread binds the calling goroutine's OS thread to cpu (no-op for
