@@ -28,7 +28,9 @@ var leakedContexts []*uverbs.Context
 // with a message naming this process's fd and the device, within a bound,
 // instead of hanging in the kernel's link deletion. The test runs itself
 // as the leaking child (RXETEST_LEAK_DEMO=1); afterwards, with the child
-// gone, the link it had to leave behind deletes normally.
+// gone, the link it had to leave behind deletes normally. (Seen in the VM
+// on 6.1: the child fails after 2.7 s naming "pid N (integration.tes): fd
+// 3" on /dev/infiniband/uverbs2.)
 func TestRxetestLeakedContext(t *testing.T) {
 	if os.Getenv(envLeakDemo) == "1" {
 		p := rxetest.Veth(t)
@@ -80,8 +82,10 @@ func TestRxetestLeakedContext(t *testing.T) {
 			left = append(left, l)
 		}
 	}
-	if len(left) != 2 {
-		t.Errorf("links the child left: %v, want its pair's two", left)
+	// The link under the leaked Context stays; its pair's other, unheld,
+	// link was removed.
+	if len(left) != 1 || !strings.HasSuffix(left[0].Name, "a") {
+		t.Errorf("links the child left: %v, want the one under its Context (its pair's A)", left)
 	}
 	for _, l := range left {
 		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -46,6 +46,9 @@ const (
 	// by a QEMU socket netdev.
 	TwoVMA Kind = "twovm-a"
 	TwoVMB Kind = "twovm-b"
+	// None builds nothing but lo: the machine as a host that has not set
+	// up Soft-RoCE yet.
+	None Kind = "none"
 )
 
 // Peer returns the address of the other host in a two-VM layout.
@@ -68,6 +71,8 @@ func Endpoints(k Kind) ([]Endpoint, error) {
 		return []Endpoint{e0, e1}, nil
 	case Loopback:
 		return []Endpoint{e0}, nil
+	case None:
+		return nil, nil
 	case TwoVMA, TwoVMB:
 		nic, err := firstNIC()
 		if err != nil {
@@ -132,6 +137,9 @@ func Setup(k Kind) ([]Endpoint, error) {
 	eps, err := Endpoints(k)
 	if err != nil {
 		return nil, err
+	}
+	if k == None {
+		return nil, loUp()
 	}
 	if k != TwoVMA && k != TwoVMB {
 		return SetupPair(defaultPair(k))
@@ -309,6 +317,8 @@ func Teardown(k Kind) error {
 		return errors.Join(delRxe(eps)...)
 	case Veth, Loopback, "":
 		return TeardownPair(defaultPair(k))
+	case None:
+		return nil
 	}
 	_, err := Endpoints(k)
 	return err

@@ -17,6 +17,9 @@ import (
 // modules.dep line cannot name it (rxe asks the crypto API for "crc32" at
 // run time), and without it adding a link fails with ENOENT.
 func LoadRxe() error {
+	if Loaded("rdma_rxe") {
+		return nil
+	}
 	dir, err := ModulesDir()
 	if err != nil {
 		return err
