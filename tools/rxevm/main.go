@@ -57,8 +57,8 @@ func usage() {
   rxevm host-setup [-topology veth|loopback]
   rxevm host-teardown [-topology veth|loopback]
 environment: RXEVM_CACHE, RXEVM_ARCH (amd64, arm64), RXEVM_SUITE (kernel's Debian suite, default bookworm),
-  RXEVM_KERNEL_PACKAGE, RXEVM_KERNEL_REFRESH=1, RXEVM_KERNEL + RXEVM_MODULES, RXEVM_KVM=1, RXEVM_TOPOLOGY,
-  RXEVM_TIMEOUT, RXEVM_MEM (MiB), RXEVM_EXTRA (programs to add: path[:guest path],...), RXEVM_SOURCE`)
+  RXEVM_KERNEL_PACKAGE, RXEVM_KERNEL_REFRESH=1, RXEVM_KERNEL + RXEVM_MODULES, RXEVM_KVM=1, RXEVM_TOPOLOGY (veth, loopback, twovm, none),
+  RXEVM_UNLOADED (modules in the image the guest does not load), RXEVM_TIMEOUT, RXEVM_MEM (MiB), RXEVM_EXTRA (programs to add: path[:guest path],...), RXEVM_SOURCE`)
 	os.Exit(2)
 }
 
