@@ -11,6 +11,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/pureverbs/pureverbs/rxe/rxelink"
 )
 
 // Image describes one initramfs: the guest /init, the plan, the kernel
@@ -40,7 +42,7 @@ func (im *Image) Build(path string) error {
 	if err := a.File("/init", im.Init); err != nil {
 		return err
 	}
-	idx, err := LoadModuleIndex(im.Kernel.Modules)
+	idx, err := rxelink.ReadModuleIndex(im.Kernel.Modules)
 	if err != nil {
 		return err
 	}
