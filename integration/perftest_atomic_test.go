@@ -152,7 +152,7 @@ func servePerftest(t *testing.T, e *qpEnd, target *uverbs.MR, ok bool, tool stri
 		t.Fatal(err)
 	}
 	if err := q.ToRTR(qp.RTRParams{DestQPN: peer.qpn, RQPSN: peer.psn, PathMTU: e.port.ActiveMTU, DGID: peer.gid,
-		SGIDIndex: uint8(e.gidIndex), MaxDestRdAtomic: outReads}); err != nil {
+		SGID: e.sgid, MaxDestRdAtomic: outReads}); err != nil {
 		t.Fatal(err)
 	}
 	if err := q.ToRTS(qp.RTSParams{SQPSN: psn(q), MaxRdAtomic: uint8(max(1, min(peer.outReads, 16)))}); err != nil {
@@ -278,7 +278,7 @@ func TestGoAtomicClientIntoPerftestMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := q.ToRTR(qp.RTRParams{DestQPN: peer.qpn, RQPSN: peer.psn, PathMTU: e.port.ActiveMTU, DGID: peer.gid,
-		SGIDIndex: uint8(e.gidIndex), MaxDestRdAtomic: 16}); err != nil {
+		SGID: e.sgid, MaxDestRdAtomic: 16}); err != nil {
 		t.Fatal(err)
 	}
 	if err := q.ToRTS(qp.RTSParams{SQPSN: psn(q), MaxRdAtomic: uint8(max(1, min(peer.outReads, 16)))}); err != nil {
