@@ -260,7 +260,7 @@ func (d *Driver) Remove(id ConnID) error {
 	defer d.mu.Unlock()
 	i := id.slot()
 	if d.closed {
-		return ErrClosed
+		return errClosed("remove")
 	}
 	if i >= len(d.used) || d.used[i] != slotUsed || d.gens[i] != id.gen() {
 		return fmt.Errorf("netpoll: remove %v: %w", id, ErrNoSource)
@@ -285,7 +285,7 @@ func (d *Driver) Run(ctx context.Context) error {
 	}
 	defer d.running.Unlock()
 	if d.closing.Load() {
-		return ErrClosed
+		return errClosed("run")
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -312,7 +312,7 @@ func (d *Driver) Poll() error {
 	}
 	defer d.running.Unlock()
 	if d.closing.Load() {
-		return ErrClosed
+		return errClosed("poll")
 	}
 	return d.pass()
 }

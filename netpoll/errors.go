@@ -13,9 +13,9 @@ import (
 var (
 	// ErrNotSupported is matched (errors.Is) by every error saying the
 	// kernel lacks a feature: ErrKernelTooOld and ErrNoBusyPoll.
-	// It matches errors.ErrUnsupported too. (netpoll does not import the
-	// verbs packages, so it does not match uverbs.ErrNotSupported.)
-	ErrNotSupported = fmt.Errorf("netpoll: not supported by this kernel: %w", errors.ErrUnsupported)
+	// It is errors.ErrUnsupported, the one not-supported value of every
+	// package here (netpoll imports no verbs package).
+	ErrNotSupported = errors.ErrUnsupported
 	// ErrKernelTooOld: the kernel predates the call (EPIOCSPARAMS needs
 	// Linux 6.9, epoll_pwait2 5.11).
 	ErrKernelTooOld = errors.New("netpoll: kernel too old")
@@ -24,10 +24,10 @@ var (
 	// ErrNeedCapNetAdmin: the setting needs CAP_NET_ADMIN.
 	ErrNeedCapNetAdmin = errors.New("netpoll: needs CAP_NET_ADMIN")
 
-	// ErrClosed: the driver was closed.
-	// It matches net.ErrClosed too (not uverbs.ErrClosed: netpoll does not
-	// import the verbs packages).
-	ErrClosed = fmt.Errorf("netpoll: driver closed: %w", net.ErrClosed)
+	// ErrClosed: the driver was closed. It is net.ErrClosed, the one closed
+	// value of every package here; returned errors wrap it with what was
+	// refused.
+	ErrClosed = net.ErrClosed
 	// ErrRunning: Run or Poll is already running on this driver.
 	ErrRunning = errors.New("netpoll: driver already running")
 	// ErrNoSource: no source has that id (never added, or already gone).
@@ -94,6 +94,9 @@ func (e *BusyPollError) Unwrap() []error {
 	}
 	return []error{e.Errno}
 }
+
+// errClosed is ErrClosed for op.
+func errClosed(op string) error { return fmt.Errorf("netpoll: %s: driver closed: %w", op, ErrClosed) }
 
 // busyPollError wraps a non-zero errno from op, or returns nil.
 func busyPollError(op string, errno unix.Errno) error {

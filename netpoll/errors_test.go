@@ -180,14 +180,28 @@ func TestSocketBusyPollNeedsCapNetAdmin(t *testing.T) {
 	}
 }
 
-// netpoll's sentinels match the standard library's, since it imports no
-// verbs package whose sentinels it could wrap.
-func TestSentinelsMatchStandardOnes(t *testing.T) {
-	if !errors.Is(ErrClosed, net.ErrClosed) {
-		t.Errorf("ErrClosed does not match net.ErrClosed")
+// netpoll's sentinels are the standard library's (the one closed and the
+// one not-supported value of every package here), and what it returns
+// names what was refused.
+func TestSentinelsAreStandardOnes(t *testing.T) {
+	if ErrClosed != net.ErrClosed || ErrNotSupported != errors.ErrUnsupported {
+		t.Errorf("ErrClosed %v, ErrNotSupported %v: want net.ErrClosed and errors.ErrUnsupported", ErrClosed, ErrNotSupported)
 	}
 	if err := busyPollError("EPIOCSPARAMS", unix.ENOTTY); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("%v does not match errors.ErrUnsupported", err)
+	}
+	d, err := New(Config{Backend: EpollSpin}, &recorder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	for op, err := range map[string]error{"poll": d.Poll(), "run": d.Run(t.Context()), "remove": d.Remove(newConnID(0, 1))} {
+		if !errors.Is(err, net.ErrClosed) || !strings.Contains(err.Error(), "netpoll: "+op) {
+			t.Errorf("%s after Close: %v, want net.ErrClosed naming netpoll: %s", op, err, op)
+		}
+	}
+	if _, err := d.AddConn(udpListen(t)); !errors.Is(err, net.ErrClosed) || !strings.Contains(err.Error(), "netpoll: add") {
+		t.Errorf("add after Close: %v", err)
 	}
 }
 

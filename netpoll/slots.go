@@ -63,7 +63,7 @@ func (d *Driver) add(src source) (ConnID, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return 0, ErrClosed
+		return 0, errClosed("add")
 	}
 	var i int
 	if n := len(d.free); n > 0 {
