@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // slotOf is the slot an id names, whatever its generation.
@@ -119,6 +121,7 @@ type abaHandler struct {
 	closed map[ConnID]int
 	stale  []ConnID // reported closed: never valid again
 	got    map[ConnID]int
+	peer   int // closes with PeerClosed
 	errs   []string
 }
 
@@ -146,7 +149,7 @@ func (h *abaHandler) OnData(id ConnID, p []byte, _ netip.AddrPort) {
 	}
 }
 
-func (h *abaHandler) OnClosed(id ConnID, _ CloseReason, _ error) {
+func (h *abaHandler) OnClosed(id ConnID, reason CloseReason, _ error) {
 	// Widen the window in which a slot freed too early would be handed out.
 	time.Sleep(50 * time.Microsecond)
 	h.mu.Lock()
@@ -155,6 +158,9 @@ func (h *abaHandler) OnClosed(id ConnID, _ CloseReason, _ error) {
 		h.fail("OnClosed for %v, which is not live", id)
 	}
 	h.closed[id]++
+	if reason == PeerClosed {
+		h.peer++
+	}
 	delete(h.live, id)
 	h.stale = append(h.stale, id)
 }
@@ -163,6 +169,10 @@ func (h *abaHandler) OnClosed(id ConnID, _ CloseReason, _ error) {
 func (h *abaHandler) added(id ConnID) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.addedLocked(id)
+}
+
+func (h *abaHandler) addedLocked(id ConnID) {
 	for l := range h.live {
 		if slotOf(l) == slotOf(id) {
 			h.fail("Add returned %v while %v still held slot %d (its OnClosed had not returned)", id, l, slotOf(id))
@@ -233,6 +243,12 @@ func TestABAStress(t *testing.T) {
 				go func() {
 					defer churn.Done()
 					for k := range rounds {
+						if k%3 == 2 {
+							// A stream whose peer hangs up: the loop closes
+							// it (PeerClosed) while the others churn.
+							peerClosed(t, d, h, []byte("stream data"))
+							continue
+						}
 						c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 						if err != nil {
 							t.Error(err)
@@ -292,9 +308,38 @@ func TestABAStress(t *testing.T) {
 			if staleRemoves.Load() == 0 {
 				t.Error("no stale Remove was tried")
 			}
-			t.Logf("%d sources, %d stale removes, %d deliveries to %d ids", len(h.closed), staleRemoves.Load(), sum(h.got), len(h.got))
+			if h.peer == 0 {
+				t.Error("no source was closed by its peer")
+			}
+			t.Logf("%d sources (%d closed by the peer), %d stale removes, %d deliveries to %d ids", len(h.closed), h.peer, staleRemoves.Load(), sum(h.got), len(h.got))
 		})
 	}
+}
+
+// peerClosed adds one end of a socketpair, writes data into the other end
+// and closes it, so the loop reads the data and then end-of-file.
+func peerClosed(t *testing.T, d *Driver, h *abaHandler, data []byte) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	// Held while adding, so the close cannot be reported before the id is
+	// recorded (the loop never holds the driver's lock while calling us).
+	h.mu.Lock()
+	id, err := d.AddFD(fds[0])
+	if err == nil {
+		h.addedLocked(id)
+	}
+	h.mu.Unlock()
+	if err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		t.Errorf("AddFD: %v", err)
+		return
+	}
+	unix.Write(fds[1], data)
+	unix.Close(fds[1])
 }
 
 func sum(m map[ConnID]int) int {
