@@ -14,7 +14,8 @@
 //
 // The headers are the uapi headers of the include directory named by
 // PUREVERBS_UAPI_INCLUDE (make unit sets it to Debian 13's linux-libc-dev,
-// Linux 6.12, which `rxevm uapi` unpacks), else the system's. The checks
+// Linux 6.12, which `rxevm uapi` unpacks into the rxevm cache), else those
+// in the rxevm cache if `rxevm uapi` ran, else the system's. The checks
 // cannot be skipped: without gcc or the headers, or with a header that
 // lacks a member a Go type mirrors, Check fails and says what to install.
 package abicheck
@@ -62,7 +63,7 @@ type Pin struct {
 // one.
 func Check(t testing.TB, headers []string, pins []Pin) {
 	t.Helper()
-	inc := os.Getenv(EnvInclude)
+	inc := includeDir()
 	gcc, err := exec.LookPath("gcc")
 	if err != nil {
 		t.Fatalf("abicheck: no gcc: the ABI pins need it (make unit installs it with apt-get: %v)", err)
@@ -91,7 +92,7 @@ func Check(t testing.TB, headers []string, pins []Pin) {
 		base := top
 		if p.Member != "" {
 			if base = top.lookup(p.Member, structs); base == nil {
-				t.Errorf("abicheck: %s has no member %s in these headers (too old? set %s to newer uapi headers)", p.C, p.Member, EnvInclude)
+				t.Errorf("abicheck: %s has no member %s in these headers (older than the Go types: run `rxevm uapi` or make unit, or set %s to newer ones)", p.C, p.Member, EnvInclude)
 				continue
 			}
 		}
@@ -195,6 +196,25 @@ func or(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// includeDir is PUREVERBS_UAPI_INCLUDE, else the headers `rxevm uapi`
+// unpacked into the rxevm cache ($RXEVM_CACHE, else the user's cache
+// directory) if it did, else "" (the system's).
+func includeDir() string {
+	if inc := os.Getenv(EnvInclude); inc != "" {
+		return inc
+	}
+	cache := os.Getenv("RXEVM_CACHE")
+	if cache == "" {
+		if base, err := os.UserCacheDir(); err == nil {
+			cache = filepath.Join(base, "pureverbs", "rxevm")
+		}
+	}
+	if d := filepath.Join(cache, "uapi", "trixie", "usr", "include"); cache != "" && exists(filepath.Join(d, "rdma", "ib_user_verbs.h")) {
+		return d
+	}
+	return ""
 }
 
 // find resolves an #include <h> the way gcc would with inc first.
