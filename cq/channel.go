@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pureverbs/pureverbs/leakcheck"
 	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -59,7 +60,7 @@ type Channel struct {
 	waiters sync.RWMutex
 	closing atomic.Bool
 	closeFD int             // eventfd, written once by Close and never drained
-	cleanup runtime.Cleanup // closes closeFD if the Channel is dropped unclosed
+	watch   leakcheck.Watch // closes closeFD if the Channel is dropped unclosed
 	closed  bool
 
 	// idle is 0 while GetEvent finds events already queued, so that it
@@ -116,7 +117,7 @@ func newChannel(src eventSource) (*Channel, error) {
 	ch := &Channel{src: src, cqs: make(map[uint64]*CQ), closeFD: efd, armed: new(armedSlot)}
 	// A dropped Channel's eventfd is closed, and its armed waker taken off
 	// its context: a context that is never done would keep it alive.
-	ch.cleanup = runtime.AddCleanup(ch, func(r chanRes) {
+	ch.watch = leakcheck.Object(ch, "cq.Channel", func(r chanRes) {
 		unix.Close(r.closeFD)
 		if a := r.armed.p.Swap(nil); a != nil {
 			a.w.unregister(a.stop)
@@ -244,9 +245,9 @@ func (ch *Channel) GetEvent(ctx context.Context) (*CQ, error) {
 // waker is an eventfd that a context.AfterFunc writes once ctx is done; a
 // GetEvent polls it next to the channel fd.
 type waker struct {
-	fd      int
-	fire    func() // w.write, bound once
-	cleanup runtime.Cleanup
+	fd    int
+	fire  func() // w.write, bound once
+	watch leakcheck.Watch
 }
 
 var one = [8]byte{1}
@@ -264,7 +265,7 @@ func (ch *Channel) getWaker() (*waker, error) {
 	}
 	w := &waker{fd: fd}
 	w.fire = w.write
-	w.cleanup = runtime.AddCleanup(w, func(fd int) { unix.Close(fd) }, fd)
+	w.watch = leakcheck.Object(w, "cq.Channel cancellation eventfd", func(fd int) { unix.Close(fd) }, fd)
 	return w, nil
 }
 
@@ -324,7 +325,7 @@ func (w *waker) unregister(stop func() bool) {
 }
 
 func (w *waker) close() {
-	w.cleanup.Stop()
+	w.watch.Closed()
 	unix.Close(w.fd)
 }
 
@@ -381,7 +382,7 @@ func (ch *Channel) Close() error {
 	}
 	ch.closed = true
 	err := ch.src.Close()
-	ch.cleanup.Stop()
+	ch.watch.Closed()
 	unix.Close(ch.closeFD)
 	if a := ch.armed.p.Swap(nil); a != nil {
 		a.w.unregister(a.stop)

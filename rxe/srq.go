@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"unsafe"
+	"weak"
 
 	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
@@ -81,7 +82,13 @@ func CreateSRQ(pd *uverbs.PD, attr uverbs.SRQInitAttr) (*SRQ, error) {
 		vsrq: vsrq,
 		num:  resp.srqNum,
 	}
-	vsrq.OnContextClose(func() { s.release() })
+	w := weak.Make(s)
+	vsrq.OnContextClose(func() error {
+		if s := w.Value(); s != nil {
+			return s.Close()
+		}
+		return nil
+	})
 	return s, nil
 }
 
