@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/pureverbs/pureverbs/leakcheck"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -106,6 +107,14 @@ func NewChannel(ctx *uverbs.Context) (*Channel, error) {
 		return nil, err
 	}
 	ch.cc = cc
+	// The Context's Close wakes the waiters before it closes the fd.
+	w := weak.Make(ch)
+	cc.OnContextClose(func() error {
+		if ch := w.Value(); ch != nil {
+			return ch.shutdown()
+		}
+		return nil
+	})
 	return ch, nil
 }
 
@@ -229,6 +238,9 @@ func (ch *Channel) GetEvent(ctx context.Context) (*CQ, error) {
 			return nil, ctx.Err()
 		}
 		if fds[0].Revents&(unix.POLLERR|unix.POLLNVAL) != 0 {
+			if ch.closing.Load() {
+				return nil, ErrClosed
+			}
 			return nil, fmt.Errorf("cq: completion channel fd failed (revents %#x)", fds[0].Revents)
 		}
 		if fds[0].Revents == 0 {
@@ -361,13 +373,24 @@ func (ch *Channel) remove(h uint64) {
 }
 
 // Close closes the channel. It refuses (EBUSY) while CQs use it. Blocked
-// GetEvent calls return ErrClosed. Idempotent.
+// GetEvent calls return ErrClosed. Idempotent; after the Context's Close
+// (which closes the channel the same way) it does nothing.
 func (ch *Channel) Close() error {
 	ch.mu.Lock()
-	if n := len(ch.cqs); n != 0 {
+	if n := len(ch.cqs); n != 0 && !ch.closing.Load() {
 		ch.mu.Unlock()
 		return fmt.Errorf("cq: close channel: %d CQs still use it: %w", n, unix.EBUSY)
 	}
+	ch.mu.Unlock()
+	return ch.shutdown()
+}
+
+// shutdown wakes every waiter, waits for them to leave the channel, and
+// closes the source and the eventfds: Close once no CQ uses the channel,
+// and the Context's Close whatever uses it (the kernel keeps the channel
+// alive for its CQs, which go with the Context).
+func (ch *Channel) shutdown() error {
+	ch.mu.Lock()
 	first := !ch.closing.Swap(true)
 	ch.mu.Unlock()
 	if first {

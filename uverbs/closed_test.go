@@ -1,9 +1,14 @@
 package uverbs
 
 import (
+	"context"
 	"errors"
+	"github.com/pureverbs/pureverbs/leakcheck"
+	"golang.org/x/sys/unix"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 )
 
 // objectsOf creates one of every object on c's fake command fd, whose
@@ -192,4 +197,96 @@ func splitCommands(t *testing.T, b []byte) []uint32 {
 		b = b[n:]
 	}
 	return cmds
+}
+
+// Context.Close ends a WaitAsyncEvent blocked with a context that is never
+// done, with ErrClosed and well within 100 ms, and the wait has left the
+// async fd before Close closes it.
+func TestContextCloseWakesWaitAsyncEvent(t *testing.T) {
+	c, _ := fakeContext(t)
+	r, w := newPipe(t) // a pipe stands in for the async event fd
+	defer unix.Close(w)
+	rd, err := unix.Dup(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.asyncFD = ownFD(rd, "async pipe")
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.wake = ownFD(efd, "wake eventfd")
+	errc := make(chan error, 2)
+	for _, ctx := range []context.Context{context.Background(), t.Context()} {
+		go func() {
+			_, err := c.WaitAsyncEvent(ctx)
+			errc <- err
+		}()
+	}
+	time.Sleep(50 * time.Millisecond) // both in poll(2)
+	start := time.Now()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		select {
+		case err := <-errc:
+			if !errors.Is(err, ErrClosed) {
+				t.Errorf("WaitAsyncEvent after Close = %v, want ErrClosed", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("WaitAsyncEvent still blocked 5 s after Close")
+		}
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("the waiters took %v to return after Close", d)
+	}
+	if _, err := c.WaitAsyncEvent(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Errorf("WaitAsyncEvent on a closed Context = %v", err)
+	}
+}
+
+// Context.Close has each provider close its object first, under the
+// provider's locks (rxe holds a QP's send lock, so no doorbell follows),
+// and only then closes the object itself.
+func TestContextCloseCallsProviderClose(t *testing.T) {
+	c, read := fakeContext(t)
+	o := makeFakeObjects(t, c)
+	var sendLock sync.Mutex
+	var locked, closedInside bool
+	o.qp.OnContextClose(func() error {
+		sendLock.Lock()
+		defer sendLock.Unlock()
+		locked = true
+		err := o.qp.Close()
+		closedInside = o.qp.gate.closed()
+		return err
+	})
+	read()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !locked || !closedInside {
+		t.Fatalf("the provider's close ran: %v; the QP was closed inside it: %v", locked, closedInside)
+	}
+	if b := read(); len(b) != 0 {
+		t.Errorf("Context.Close sent %x: the kernel destroys the objects when the fd closes", b)
+	}
+}
+
+// The Context holds its children weakly: a PD the program dropped is
+// collected while the Context lives, and the leak check reports it.
+func TestDroppedChildOfLiveContextIsCollected(t *testing.T) {
+	c, _ := fakeContext(t)
+	leakcheck.Take()
+	func() {
+		if _, err := c.AllocPD(); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	l := leakcheck.Collect(2 * time.Second)
+	if len(l) != 1 || l[0].What != "uverbs.PD handle 0" {
+		t.Fatalf("leaks after dropping a PD: %v", l)
+	}
+	runtime.KeepAlive(c)
 }
