@@ -57,8 +57,8 @@ func Open(d Device) (*Context, error) {
 	// Both fds get GC cleanups (a safety net, not a substitute for Close):
 	// once they are closed and the rings' own cleanups have unmapped them (a
 	// mapping holds the file open), the kernel frees every object of the
-	// context. Children hold the Context, so that runs only when they are
-	// unreachable too.
+	// context. Children hold the Context (and it holds them only weakly),
+	// so that runs only when they are unreachable too.
 	c := &Context{dev: d, fd: ownFD(raw, "uverbs.Context command fd"), driverID: d.DriverID, sysfs: hostDiscovery.sysfs}
 	c.watch = leakcheck.Object(c, "uverbs.Context on "+d.Name, nil, struct{}{})
 	var resp respFrame[getContextResp]
