@@ -229,7 +229,7 @@ func TestContextCloseWhilePosting(t *testing.T) {
 	stop := make(chan struct{})
 	for range 2 {
 		wg.Go(func() {
-			wr := []qp.SendWR{{ID: 1, Opcode: qp.Send, SGEs: []qp.SGE{sge(a, 0, 64)}}}
+			wr := []qp.SendWR{{ID: 1, Opcode: qp.Send, SGEs: []uverbs.SGE{sge(a, 0, 64)}}}
 			wc := make([]cq.WC, 16)
 			for {
 				select {
@@ -255,7 +255,7 @@ func TestContextCloseWhilePosting(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	if err := a.qp.PostSend([]qp.SendWR{{ID: 2, Opcode: qp.Send, SGEs: []qp.SGE{sge(a, 0, 64)}}}); !errors.Is(err, uverbs.ErrClosed) {
+	if err := a.qp.PostSend([]qp.SendWR{{ID: 2, Opcode: qp.Send, SGEs: []uverbs.SGE{sge(a, 0, 64)}}}); !errors.Is(err, uverbs.ErrClosed) {
 		t.Errorf("PostSend after Context.Close = %v, want ErrClosed", err)
 	}
 	if _, err := a.qp.Query(); !errors.Is(err, uverbs.ErrClosed) {
