@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"weak"
 
 	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -95,7 +96,13 @@ func CreateCQ(ctx *uverbs.Context, attr uverbs.CQAttr) (*CQ, error) {
 		return nil, err
 	}
 	c.vcq = vcq
-	vcq.OnContextClose(func() { c.release() })
+	w := weak.Make(c)
+	vcq.OnContextClose(func() error {
+		if c := w.Value(); c != nil {
+			return c.Close()
+		}
+		return nil
+	})
 	return c, nil
 }
 

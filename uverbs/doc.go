@@ -62,15 +62,25 @@
 //
 // # Ownership
 //
-// Every object has an idempotent Close.
-// The Context records what was created under it; its Close destroys whatever
-// is still open, each object before what it uses, has the provider unmap its
-// rings, and closes its fds, so that afterwards the process holds nothing of
-// the context. Objects dropped without Close are released by GC cleanups (a
-// safety net, not a substitute): the Context's fds close themselves, each ring
-// mapping and Buffer unmaps itself, and the kernel then frees the rest
-// (integration/ownership_test.go checks both paths against the kernel's own
-// resource counts).
+// Every object has an idempotent Close. After Close nothing of
+// the object reaches the kernel: its methods fail with ErrClosed without a
+// system call (the kernel hands a freed handle to the next object), and a
+// method running when Close begins finishes before the destroy is sent.
+// The Context records, weakly, what was created under it; its Close wakes
+// the goroutines waiting on its fds (ErrClosed), has the providers close
+// what is still open (a QP under its send lock) and unmap their rings, and
+// closes its fds, upon which the kernel destroys the objects: afterwards the
+// process holds nothing of the context, and every method of it and its
+// objects returns ErrClosed. Close may run concurrently with them.
+//
+// Objects dropped without Close are released by GC cleanups where that is
+// safe (a safety net, not a substitute): fds close, ring mappings unmap, and
+// once the Context's fds are closed the kernel frees the rest. A Buffer's
+// memory is never unmapped by the collector, since slices of it may still
+// be in use; it stays mapped. Package uverbs/leakcheck records every such release
+// and names where the object was created; TestMain of the project's
+// packages fails on any (integration/ownership_test.go checks the cleanups
+// against the kernel's own resource counts).
 //
 // # Async events
 //
