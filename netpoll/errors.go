@@ -13,8 +13,8 @@ import (
 var (
 	// ErrNotSupported is matched (errors.Is) by every error saying the
 	// kernel lacks a feature: ErrKernelTooOld and ErrNoBusyPoll.
-	// It is errors.ErrUnsupported, the one not-supported value of every
-	// package here (netpoll imports no verbs package).
+	// It is errors.ErrUnsupported, the one "not supported" value of every
+	// pureverbs package (uverbs.ErrNotSupported is the same).
 	ErrNotSupported = errors.ErrUnsupported
 	// ErrKernelTooOld: the kernel predates the call (EPIOCSPARAMS needs
 	// Linux 6.9, epoll_pwait2 5.11).
@@ -24,9 +24,9 @@ var (
 	// ErrNeedCapNetAdmin: the setting needs CAP_NET_ADMIN.
 	ErrNeedCapNetAdmin = errors.New("netpoll: needs CAP_NET_ADMIN")
 
-	// ErrClosed: the driver was closed. It is net.ErrClosed, the one closed
-	// value of every package here; returned errors wrap it with what was
-	// refused.
+	// ErrClosed: the driver was closed. It is net.ErrClosed, the one
+	// "closed" value of every pureverbs package (uverbs.ErrClosed is the
+	// same). Errors returned after Close wrap it with what was refused.
 	ErrClosed = net.ErrClosed
 	// ErrRunning: Run or Poll is already running on this driver.
 	ErrRunning = errors.New("netpoll: driver already running")
