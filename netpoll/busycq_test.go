@@ -91,3 +91,44 @@ func TestEpollBusyPollsSocketsWhileCQsBusy(t *testing.T) {
 		t.Errorf("the loop slept %d times: the CQ did not keep it busy", st.Parks)
 	}
 }
+
+// The other way round: sockets with data queued keep EpollBusy's waits
+// from sleeping, and each pass still drains the completion queues from
+// memory, so completions are never left behind the sockets.
+func TestEpollBusyDrainsCQsWhileSocketsBusy(t *testing.T) {
+	rec := &recorder{}
+	d := newDriver(t, Config{Backend: EpollBusy, Wait: 10 * time.Second}, rec)
+	cq := newFakeCQ(t)
+	if _, err := d.AddCQ(cq); err != nil {
+		t.Fatal(err)
+	}
+	c := udpListen(t)
+	addConn(t, d, c)
+	s := udpDial(t, c.LocalAddr())
+	const passes = 50
+	for range 2 * passes {
+		if _, err := s.Write([]byte("busy")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Poll(); err != nil { // installs both
+		t.Fatal(err)
+	}
+	for k := range int64(passes) {
+		before := len(rec.messages())
+		cq.complete(1)
+		start := time.Now()
+		if err := d.Poll(); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("pass %d took %v: it slept with data queued", k, took)
+		}
+		if got := cq.drained.Load(); got != k+1 {
+			t.Fatalf("after pass %d with a socket busy: %d completions drained, want %d", k, got, k+1)
+		}
+		if len(rec.messages()) == before {
+			t.Fatalf("pass %d read no datagram with %d queued", k, 2*passes)
+		}
+	}
+}
