@@ -10,8 +10,8 @@ import (
 	"time"
 	"weak"
 
-	"github.com/pureverbs/pureverbs/leakcheck"
 	"github.com/pureverbs/pureverbs/uverbs"
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
 

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pureverbs/pureverbs/leakcheck"
 	"github.com/pureverbs/pureverbs/rxe"
 	"github.com/pureverbs/pureverbs/rxe/rxesim"
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pureverbs/pureverbs/leakcheck"
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 )
 
 // TestMain fails the run when a test left anything to the garbage

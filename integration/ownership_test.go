@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/cq"
-	"github.com/pureverbs/pureverbs/leakcheck"
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )

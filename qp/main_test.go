@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/pureverbs/pureverbs/leakcheck"
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 )
 
 // TestMain fails the package's tests when any of them left a resource to

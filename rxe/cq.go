@@ -42,7 +42,7 @@ func (c *cqRing) pollFunc(max int, put func(i int, w *WC)) (int, error) {
 	r := c.ring
 	if r == nil {
 		c.mu.Unlock()
-		return 0, ErrClosed
+		return 0, errCQClosed
 	}
 	prod := r.Producer()
 	n := 0

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/pureverbs/pureverbs/leakcheck"
 	"github.com/pureverbs/pureverbs/rxe/internal/ring"
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
 

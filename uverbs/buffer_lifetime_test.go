@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pureverbs/pureverbs/leakcheck"
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 )
 
 // The memory of a Buffer dropped without Close stays mapped under the

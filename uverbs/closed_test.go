@@ -3,7 +3,7 @@ package uverbs
 import (
 	"context"
 	"errors"
-	"github.com/pureverbs/pureverbs/leakcheck"
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 	"runtime"
 	"sync"

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/pureverbs/pureverbs/leakcheck"
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
 

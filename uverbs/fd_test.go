@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pureverbs/pureverbs/leakcheck"
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
 

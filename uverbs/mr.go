@@ -5,7 +5,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/pureverbs/pureverbs/leakcheck"
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/pureverbs/pureverbs/leakcheck"
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
 
@@ -108,7 +108,8 @@ func (mw *MW) Close() error {
 // (IB_USER_VERBS_CMD_REREG_MR with IB_MR_REREG_PD / IB_MR_REREG_ACCESS, as
 // ibv_rereg_mr). The lkey and rkey may change: take them again afterwards.
 // It must not run while the region is used to build SGEs. rdma_rxe has it
-// from kernel 6.2 on; before, the error matches ErrNotSupported.
+// from Linux 6.5 on (HaveReregMR tells); before, the error holds a
+// *FeatureError and matches ErrNotSupported.
 func (mr *MR) Rereg(pd *PD, access *Access) error {
 	const verb = "rereg_mr"
 	if !mr.gate.enter() {
@@ -145,7 +146,7 @@ func (mr *MR) Rereg(pd *PD, access *Access) error {
 	f.req.Flags = flags
 	err := execWrite(mr.pd.ctx, "rereg_mr", cmdReregMR, &f, &resp, nil, 0)
 	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
-		return fmt.Errorf("%w: %w", err, ErrNotSupported)
+		return fmt.Errorf("%w: %w", err, &FeatureError{Feature: "rereg_mr", Device: mr.pd.ctx.Device().Name, Since: reregSince})
 	}
 	if err != nil {
 		return err

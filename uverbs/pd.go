@@ -3,7 +3,7 @@ package uverbs
 import (
 	"fmt"
 
-	"github.com/pureverbs/pureverbs/leakcheck"
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 )
 
 // PD is a protection domain.
