@@ -28,7 +28,7 @@ type rxServer struct {
 
 	mu       sync.Mutex
 	checkers [256]framecheck.Checker
-	held     []*server.Frame
+	held     []server.Frame
 	hold     atomic.Bool
 	bad      atomic.Int64 // invariant violations seen by the handler
 	n        atomic.Uint64
@@ -95,7 +95,7 @@ func (r *rxServer) log() string {
 	return strings.Join(r.logs, "\n")
 }
 
-func (r *rxServer) handle(f *server.Frame) {
+func (r *rxServer) handle(f server.Frame) {
 	if r.n.Add(1)%97 == 0 {
 		if st := r.srv.Stats(); st.Posted+st.Held != r.srv.Depth() {
 			r.bad.Add(1)
@@ -119,7 +119,7 @@ func (r *rxServer) releaseHeld(n int) {
 		n = len(r.held)
 	}
 	fs := r.held[:n]
-	r.held = append([]*server.Frame(nil), r.held[n:]...)
+	r.held = append([]server.Frame(nil), r.held[n:]...)
 	r.mu.Unlock()
 	for _, f := range fs {
 		f.Release()
