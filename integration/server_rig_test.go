@@ -51,6 +51,15 @@ func newRXServer(t *testing.T, edit func(*server.Config)) *rxServer {
 }
 
 func newRXServerServing(t *testing.T, edit func(*server.Config), serve bool) *rxServer {
+	return newRXServerFull(t, edit, nil, serve)
+}
+
+// newRXServerOpts is newRXServer with the side channel's options edited.
+func newRXServerOpts(t *testing.T, edit func(*server.Config), editOpts func(*server.ServeOptions)) *rxServer {
+	return newRXServerFull(t, edit, editOpts, true)
+}
+
+func newRXServerFull(t *testing.T, edit func(*server.Config), editOpts func(*server.ServeOptions), serve bool) *rxServer {
 	t.Helper()
 	devs := devices(t, 2)
 	r := &rxServer{t: t, port: 18600 + int(nextPort.Add(1)), serveErr: make(chan error, 1)}
@@ -75,8 +84,12 @@ func newRXServerServing(t *testing.T, edit func(*server.Config), serve bool) *rx
 		ln.Close()
 		r.serveErr <- nil
 	} else {
+		opts := server.ServeOptions{WatchPeer: true, Timeout: 2 * time.Second, Logf: r.logf}
+		if editOpts != nil {
+			editOpts(&opts)
+		}
 		go func() {
-			r.serveErr <- srv.Serve(ctx, ln, server.ServeOptions{WatchPeer: true, Timeout: 2 * time.Second, Logf: r.logf})
+			r.serveErr <- srv.Serve(ctx, ln, opts)
 		}()
 	}
 	t.Cleanup(func() { r.close() })

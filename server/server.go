@@ -35,10 +35,11 @@ type Server struct {
 	frames chan Frame
 
 	mu        sync.Mutex
-	fresh     *rcQueue // the QP New made, in INIT, for the first connection
-	sess      *session // the running connection, nil before the first
-	completed bool     // CompleteConnection was called
-	serving   bool     // the side channel owns connections
+	fresh     *rcQueue                         // the QP New made, in INIT, for the first connection
+	sess      *session                         // the running connection, nil before the first
+	completed bool                             // CompleteConnection was called
+	serving   bool                             // the side channel owns connections
+	logf      func(format string, args ...any) // the side channel's Logf
 	peerGID   uverbs.GID
 	recvPSN   uint32 // proposed first PSN of the peer's sends
 	sendPSN   uint32 // first PSN of the next connection's sends
@@ -248,6 +249,12 @@ func (s *Server) startSessionLocked(q *rcQueue, conn net.Conn, terminal bool, co
 		case ss.err != errStopped:
 			// The sender broke the connection, went idle or the loop
 			// failed: free its QP now; the slots wait for the next one.
+			s.mu.Lock()
+			logf := s.logf
+			s.mu.Unlock()
+			if logf != nil {
+				logf("side channel: connection to QP %#x ended: %v", q.num(), ss.err)
+			}
 			s.endSession(ss)
 		}
 	}()

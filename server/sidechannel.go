@@ -77,6 +77,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, opts ServeOptions) 
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
+	s.mu.Lock()
+	s.logf = opts.Logf
+	s.mu.Unlock()
 	sc := &sideChannel{s: s, opts: opts, slots: make(chan struct{}, opts.MaxExchanges), conns: map[net.Conn]struct{}{}}
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
