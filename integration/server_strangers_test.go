@@ -531,3 +531,60 @@ func TestStrangerStorm(t *testing.T) {
 	wg.Wait()
 	t.Logf("%d dials failed", dialFails.Load())
 }
+
+// TestServerIdleSender: with IdleTimeout set and WatchPeer off, a sender
+// that stops sending (and keeps its TCP connection) is noticed: its
+// connection ends with ErrIdle, its QP is freed, and the next sender
+// connects and streams at once.
+func TestServerIdleSender(t *testing.T) {
+	r := newRXServerOpts(t, func(c *server.Config) { c.IdleTimeout = 1500 * time.Millisecond },
+		func(o *server.ServeOptions) { o.WatchPeer = false })
+	r.send(time.Minute, "-n", "100", "-s", "500")
+	r.waitFrames(100, 30*time.Second)
+	st := r.waitStats(20*time.Second, "the idle connection's end", func(s *server.Stats) bool { return s.SessionEnds == 1 })
+	if !strings.Contains(r.log(), "no message within the idle timeout") {
+		t.Errorf("the end was not for idleness:\n%s", r.log())
+	}
+	if st.Posted != 0 || st.Held != r.srv.Depth() {
+		t.Errorf("after the idle end: posted %d held %d (the dead QP's slots wait for the next sender)", st.Posted, st.Held)
+	}
+	start := time.Now()
+	r.send(time.Minute, "-n", "100", "-s", "500", "-C", "16")
+	r.waitFrames(200, 30*time.Second)
+	t.Logf("the next sender streamed 100 frames in %v", time.Since(start).Round(time.Millisecond))
+	if c := r.checker(1); c.Lost != 0 || c.Corrupt != 0 || c.Frames != 100 {
+		t.Errorf("second sender: %+v", c)
+	}
+}
+
+// TestServerPanicStops: with PanicStops a Handler's panic stops the
+// server; Err is the *HandlerPanicError with the value, and Close after it
+// returns.
+func TestServerPanicStops(t *testing.T) {
+	var n atomic.Int64
+	r := newRXServer(t, func(c *server.Config) {
+		c.PanicStops = true
+		c.Handler = func(f server.Frame) {
+			if n.Add(1) == 10 {
+				panic("frame ten")
+			}
+			f.Release()
+		}
+	})
+	startPeer(t, time.Minute, "rocev2-send", r.sendArgs("-n", "100", "-s", "100")...)
+	select {
+	case <-r.srv.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the server did not stop after the panic (%d frames)", n.Load())
+	}
+	var hp *server.HandlerPanicError
+	if err := r.srv.Err(); !errors.As(err, &hp) || hp.Value != "frame ten" {
+		t.Fatalf("Err %v", err)
+	}
+	if st := r.srv.Stats(); st.HandlerPanics != 1 || st.Downstream != 0 {
+		t.Errorf("panics %d downstream %d", st.HandlerPanics, st.Downstream)
+	}
+	if err := r.srv.Close(); err != nil {
+		t.Errorf("Close after the panic: %v", err)
+	}
+}
