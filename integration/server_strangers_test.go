@@ -42,6 +42,7 @@ type fpga struct {
 	cq   *cq.CQ
 	qp   *qp.QP
 	gid  uverbs.GID
+	sgid uverbs.GIDEntry
 	port uverbs.PortAttr
 	conn net.Conn
 }
@@ -66,9 +67,9 @@ func openFPGA(t *testing.T, dev string) *fpga {
 	must(err)
 	f.port, err = f.ctx.QueryPort(1)
 	must(err)
-	g, err := f.ctx.QueryGID(1, 1)
+	g, err := f.ctx.QueryGID(1, gidIndex(t, dev))
 	must(err)
-	f.gid = g.GID
+	f.gid, f.sgid = g.GID, g
 	f.buf, err = uverbs.NewBuffer(fpgaDepth*fpgaSlot, uverbs.BufferOptions{})
 	must(err)
 	f.pd, err = f.ctx.AllocPD()
@@ -108,7 +109,7 @@ func (f *fpga) connect(addr string) {
 	if err := srv.UnmarshalText(in[:]); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.qp.ToRTR(qp.RTRParams{DestQPN: srv.QPN, RQPSN: srv.PSN, PathMTU: f.port.ActiveMTU, DGID: srv.GID, SGIDIndex: 1, Port: 1}); err != nil {
+	if err := f.qp.ToRTR(qp.RTRParams{DestQPN: srv.QPN, RQPSN: srv.PSN, PathMTU: f.port.ActiveMTU, DGID: srv.GID, SGID: f.sgid, Port: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.qp.ToRTS(qp.RTSParams{SQPSN: psn, Timeout: 14, RetryCnt: 7, RNRRetry: 7}); err != nil {
@@ -132,7 +133,7 @@ func (f *fpga) stream(n, channels int, wrap uint32) []byte {
 	var want bytes.Buffer
 	counter := byte(0)
 	var wr [1]qp.SendWR
-	var sge [1]qp.SGE
+	var sge [1]uverbs.SGE
 	wc := make([]cq.WC, fpgaDepth)
 	inflight := 0
 	pos := uint32(0)
@@ -211,7 +212,7 @@ func TestServerForeignSender(t *testing.T) {
 	devs := devices(t, 2)
 	const port, n, wrap = 18695, 3000, 256
 	file := t.TempDir() + "/frames.bin"
-	srv := startPeer(t, 3*time.Minute, "rocev2-server", "-d", devs[0], "-p", strconv.Itoa(port), "-n", strconv.Itoa(n), "-o", file, "-timeout", "150s", "-q")
+	srv := startPeer(t, 3*time.Minute, "rocev2-server", "-d", devs[0], "-g", gidArg(t, devs[0]), "-p", strconv.Itoa(port), "-n", strconv.Itoa(n), "-o", file, "-timeout", "150s", "-q")
 	waitListening(t, srv, port, 30*time.Second)
 	f := openFPGA(t, devs[1])
 	f.connect("10.99.0.1:" + strconv.Itoa(port))
@@ -380,10 +381,10 @@ func TestServerSlowHandler(t *testing.T) {
 		port := 18696 + i
 		rnr0 := hwCounter(t, devs[0], "send_rnr_err")
 		c0, c1 := hwCounters(t, devs[0]), hwCounters(t, devs[1])
-		srv := startPeer(t, 3*time.Minute, "rocev2-server", "-d", devs[0], "-p", strconv.Itoa(port), "-n", strconv.Itoa(n),
+		srv := startPeer(t, 3*time.Minute, "rocev2-server", "-d", devs[0], "-g", gidArg(t, devs[0]), "-p", strconv.Itoa(port), "-n", strconv.Itoa(n),
 			"-r", "4", "--hold", hold, "-check", "-timeout", "150s", "-q")
 		waitListening(t, srv, port, 30*time.Second)
-		runPeer(t, 2*time.Minute, "rocev2-send", "-d", devs[1], "-p", strconv.Itoa(port), "-n", strconv.Itoa(n), "-s", "1000", "10.99.0.1")
+		runPeer(t, 2*time.Minute, "rocev2-send", "-d", devs[1], "-g", gidArg(t, devs[1]), "-p", strconv.Itoa(port), "-n", strconv.Itoa(n), "-s", "1000", "10.99.0.1")
 		out := srv.wait(t)
 		rnr := hwCounter(t, devs[0], "send_rnr_err") - rnr0
 		rate := regexp.MustCompile(`([0-9]+) frames/s`).FindStringSubmatch(out)
