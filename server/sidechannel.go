@@ -146,7 +146,8 @@ type sideChannel struct {
 	wg    sync.WaitGroup
 
 	mu    sync.Mutex
-	conns map[net.Conn]struct{} // open client connections, closed by shutdown
+	conns map[net.Conn]struct{} // connections in an exchange, closed by shutdown
+	live  net.Conn              // the running sender's connection, closed by shutdown
 }
 
 // allowed checks addr against the allow-list.
@@ -194,6 +195,9 @@ func (sc *sideChannel) shutdown() {
 	for c := range sc.conns {
 		c.Close()
 	}
+	if sc.live != nil {
+		sc.live.Close()
+	}
 	sc.mu.Unlock()
 	sc.wg.Wait()
 }
@@ -211,12 +215,15 @@ func (sc *sideChannel) handle(conn net.Conn) {
 	}
 	sc.s.c.exchanges.Add(1)
 	sc.opts.Logf("side channel: sender %s connected", conn.RemoteAddr())
+	// The connection stays open until the sender closes it, the next one
+	// replaces this one (endSessionLocked closes it) or Serve returns.
+	sc.mu.Lock()
+	delete(sc.conns, conn)
+	sc.live = conn
+	sc.mu.Unlock()
 	if sc.opts.WatchPeer {
 		sc.s.watch(conn, ss, sc.opts.Logf)
 	}
-	// Without WatchPeer the connection stays open until the sender closes
-	// it or the next one replaces this one (endSessionLocked closes it).
-	sc.track(conn, !sc.opts.WatchPeer)
 }
 
 // exchange runs one client's handshake on a QP of its own and, once the
