@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -166,9 +167,20 @@ func (r *rxServer) checker(g int) framecheck.Checker {
 }
 
 // send runs rocev2-send on rxe1 against the server with extra arguments.
+//
+// On arm64 the sender's ACK timeout is 18 (≈ 1.07 s) instead of 14 (67 ms):
+// under TCG the responder's ACKs often take longer than 67 ms, and 6.1's
+// rxe then corrupts the stream on the retransmission path (REM_OP_ERR or
+// REM_INV_REQ_ERR after a few hundred to 30 000 frames, a corrupt frame
+// delivered first; perftest's ib_send_bw on both ends fails the same way).
+// A test's own -timeout comes later on the command line and wins.
 func (r *rxServer) sendArgs(args ...string) []string {
 	devs := devices(r.t, 2)
-	return append(append([]string{"-d", devs[1], "-p", strconv.Itoa(r.port)}, args...), "10.99.0.1")
+	head := []string{"-d", devs[1], "-p", strconv.Itoa(r.port)}
+	if runtime.GOARCH == "arm64" {
+		head = append(head, "-timeout", "18")
+	}
+	return append(append(head, args...), "10.99.0.1")
 }
 
 func (r *rxServer) send(limit time.Duration, args ...string) string {

@@ -45,6 +45,7 @@ type options struct {
 	chanBase int
 	wrap     uint32
 	mtu      int
+	timeout  uint8
 	depth    int
 	fill     bool
 	signal   int
@@ -71,6 +72,8 @@ func parseOptions(args []string) (*options, error) {
 	fs.IntVar(&o.chanBase, "C", 0, "first channel: the channels are C..C+c-1")
 	fs.UintVar(&wrap, "w", 1<<24, "ring positions wrap at this count (1..2^24)")
 	fs.IntVar(&o.mtu, "m", 0, "path MTU code 1..5 (0: the port's active MTU)")
+	var timeout uint
+	fs.UintVar(&timeout, "timeout", 14, "ACK timeout code 1..31: 4.096 µs × 2^code before a retransmission (14 ≈ 67 ms)")
 	fs.IntVar(&o.depth, "q", 16, "send queue depth (the FPGA's is 16)")
 	fs.IntVar(&o.signal, "signal", 1, "request a completion for every Nth send (and the last); the FPGA signals each")
 	fs.BoolVar(&o.fill, "fill", true, "write the sequence number and checksum into every payload (off: each slot once, for benchmarks)")
@@ -91,6 +94,10 @@ func parseOptions(args []string) (*options, error) {
 	}
 	o.host = fs.Arg(0)
 	o.ibPort, o.rkey = uint8(port), uint32(rkey)
+	if timeout < 1 || timeout > 31 {
+		return nil, fmt.Errorf("-timeout %d: 1..31", timeout)
+	}
+	o.timeout = uint8(timeout)
 	lo, hi, ok := strings.Cut(size, "-")
 	var err error
 	if o.minSize, err = strconv.Atoi(lo); err != nil || o.minSize < 0 {
