@@ -259,7 +259,7 @@ func TestNetemReadWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := q.ToRTR(qp.RTRParams{DestQPN: s.remote.qp.Num(), RQPSN: psn(s.remote.qp), PathMTU: s.local.port.ActiveMTU,
-			DGID: s.remote.gid, SGIDIndex: uint8(s.local.gidIndex), MaxDestRdAtomic: 4}); err != nil {
+			DGID: s.remote.gid, SGID: s.local.sgid, MaxDestRdAtomic: 4}); err != nil {
 			t.Fatal(err)
 		}
 		if err := q.ToRTS(qp.RTSParams{SQPSN: psn(q), MaxRdAtomic: 4, Timeout: 14, RetryCnt: 7}); err != nil {
@@ -279,10 +279,10 @@ func TestNetemReadWrite(t *testing.T) {
 			mem[j] = byte(i*31 + j*7)
 			mem[size+j] = 0
 		}
-		post(t, a, qp.SendWR{ID: uint64(2 * i), Opcode: qp.RDMAWrite, Flags: qp.Signaled, SGEs: []qp.SGE{mustSGE(t, a.mr, 0, size)},
+		post(t, a, qp.SendWR{ID: uint64(2 * i), Opcode: qp.RDMAWrite, Flags: qp.Signaled, SGEs: []uverbs.SGE{mustSGE(t, a.mr, 0, size)},
 			RemoteAddr: remote.Addr(), RKey: remote.RKey()})
 		wait("write", uint64(2*i), cq.OpRDMAWrite)
-		post(t, a, qp.SendWR{ID: uint64(2*i + 1), Opcode: qp.RDMARead, Flags: qp.Signaled, SGEs: []qp.SGE{mustSGE(t, a.mr, size, size)},
+		post(t, a, qp.SendWR{ID: uint64(2*i + 1), Opcode: qp.RDMARead, Flags: qp.Signaled, SGEs: []uverbs.SGE{mustSGE(t, a.mr, size, size)},
 			RemoteAddr: remote.Addr(), RKey: remote.RKey()})
 		wait("read", uint64(2*i+1), cq.OpRDMARead)
 		if !bytes.Equal(mem[:size], mem[size:2*size]) {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
@@ -127,7 +129,7 @@ func makeEverything(t *testing.T, ctx *uverbs.Context) everything {
 	if err := q.ToInit(qp.InitParams{}); err != nil {
 		t.Fatal(err)
 	}
-	recv := qp.RecvWR{ID: 1, SGEs: []qp.SGE{{Addr: mr.Addr(), Length: 64, LKey: mr.LKey()}}}
+	recv := qp.RecvWR{ID: 1, SGEs: []uverbs.SGE{{Addr: mr.Addr(), Length: 64, LKey: mr.LKey()}}}
 	if err := q.PostRecv([]qp.RecvWR{recv}); err != nil {
 		t.Fatal(err)
 	}
@@ -174,6 +176,19 @@ func TestOwnershipDroppedObjectsAreReleased(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	claimLeaks(t, "uverbs.Context command fd", "uverbs.PD", "uverbs.MR", "uverbs.CQ", "uverbs.QP", "rxe ring mapping", "uverbs.Buffer", "cq.Channel")
+}
+
+// claimLeaks takes the leaks the garbage collector found (the test dropped
+// objects on purpose) and fails unless one starts with each of want.
+func claimLeaks(t *testing.T, want ...string) {
+	t.Helper()
+	got := leakcheck.Collect(2 * time.Second)
+	for _, w := range want {
+		if !slices.ContainsFunc(got, func(l leakcheck.Leak) bool { return strings.HasPrefix(l.What, w) }) {
+			t.Errorf("the leak check did not report a dropped %s; it saw %v", w, got)
+		}
+	}
 }
 
 func sameCounts(a, b map[string]uint64) bool {
@@ -217,7 +232,7 @@ func TestOwnershipContextCloseReleasesChildren(t *testing.T) {
 	if _, err := all.cq.Poll(wc); err == nil {
 		t.Fatal("Poll on a CQ of a closed Context succeeded")
 	}
-	recv := qp.RecvWR{ID: 2, SGEs: []qp.SGE{{Addr: all.mr.Addr(), Length: 64, LKey: all.mr.LKey()}}}
+	recv := qp.RecvWR{ID: 2, SGEs: []uverbs.SGE{{Addr: all.mr.Addr(), Length: 64, LKey: all.mr.LKey()}}}
 	if err := all.qp.PostRecv([]qp.RecvWR{recv}); !errors.Is(err, qp.ErrClosed) {
 		t.Fatalf("PostRecv on a QP of a closed Context: %v, want ErrClosed", err)
 	}

@@ -69,10 +69,10 @@ func TestKilledServerLeavesNothing(t *testing.T) {
 	devs := devices(t, 2)
 	base0, base1 := rdmaResources(t, devs[0]), rdmaResources(t, devs[1])
 	const port = 18680
-	srv := startPeer(t, 5*time.Minute, "rocev2-server", "-d", devs[0], "-p", strconv.Itoa(port), "-hold", "20ms", "-q")
+	srv := startPeer(t, 5*time.Minute, "rocev2-server", "-d", devs[0], "-g", gidArg(t, devs[0]), "-p", strconv.Itoa(port), "-hold", "20ms", "-q")
 	waitListening(t, srv, port, 30*time.Second)
 	recvs := hwCounter(t, devs[0], "rdma_recvs")
-	snd := startPeer(t, 5*time.Minute, "rocev2-send", "-d", devs[1], "-p", strconv.Itoa(port), "-n", "0", "-t", "4m", "-s", "1-9000", "10.99.0.1")
+	snd := startPeer(t, 5*time.Minute, "rocev2-send", "-d", devs[1], "-g", gidArg(t, devs[1]), "-p", strconv.Itoa(port), "-n", "0", "-t", "4m", "-s", "1-9000", "10.99.0.1")
 	waitCounterAbove(t, devs[0], "rdma_recvs", recvs+500, time.Minute)
 	held := rdmaResources(t, devs[0])
 	if held["qp"] <= base0["qp"] || held["mr"] <= base0["mr"] || held["cq"] <= base0["cq"] {
@@ -92,9 +92,9 @@ func TestKilledServerLeavesNothing(t *testing.T) {
 	waitResources(t, devs[1], base1, 30*time.Second)
 	t.Logf("rocev2-server held %v on %s; after SIGKILL back to %v; sender: %s", held, devs[0], base0, lastLine(snd.out.String()))
 
-	srv2 := startPeer(t, 5*time.Minute, "rocev2-server", "-d", devs[0], "-p", strconv.Itoa(port), "-n", "2000", "-q")
+	srv2 := startPeer(t, 5*time.Minute, "rocev2-server", "-d", devs[0], "-g", gidArg(t, devs[0]), "-p", strconv.Itoa(port), "-n", "2000", "-check", "-q")
 	waitListening(t, srv2, port, 30*time.Second)
-	runPeer(t, 3*time.Minute, "rocev2-send", "-d", devs[1], "-p", strconv.Itoa(port), "-n", "2000", "-s", "1-9000", "10.99.0.1")
+	runPeer(t, 3*time.Minute, "rocev2-send", "-d", devs[1], "-g", gidArg(t, devs[1]), "-p", strconv.Itoa(port), "-n", "2000", "-s", "1-9000", "10.99.0.1")
 	out := srv2.wait(t)
 	if !strings.Contains(out, "0 lost, 0 corrupt") {
 		t.Errorf("the new server's summary:\n%s", out)

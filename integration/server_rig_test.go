@@ -58,6 +58,7 @@ func newRXServerServing(t *testing.T, edit func(*server.Config), serve bool) *rx
 	oneCPUForRxe(t)
 	r := &rxServer{t: t, port: 18600 + int(nextPort.Add(1)), serveErr: make(chan error, 1)}
 	cfg := server.DefaultConfig(devs[0])
+	cfg.GIDIndex = gidIndex(t, devs[0])
 	cfg.Handler = r.handle
 	if edit != nil {
 		edit(&cfg)
@@ -171,7 +172,7 @@ func (r *rxServer) checker(g int) framecheck.Checker {
 // sendArgs is rocev2-send's command line on rxe1 towards the server.
 func (r *rxServer) sendArgs(args ...string) []string {
 	devs := devices(r.t, 2)
-	return append(append([]string{"-d", devs[1], "-p", strconv.Itoa(r.port)}, args...), "10.99.0.1")
+	return append(append([]string{"-d", devs[1], "-g", gidArg(r.t, devs[1]), "-p", strconv.Itoa(r.port)}, args...), "10.99.0.1")
 }
 
 // send runs rocev2-send on rxe1 against the server with extra arguments.

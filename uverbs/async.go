@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+	"weak"
 
 	"golang.org/x/sys/unix"
 )
@@ -66,6 +67,25 @@ const (
 	KindDevice                      // the whole device (Element is a port number)
 )
 
+// String names the kind: "CQ", "QP", "SRQ", "WQ", "port", "device".
+func (k EventKind) String() string {
+	switch k {
+	case KindCQ:
+		return "CQ"
+	case KindQP:
+		return "QP"
+	case KindSRQ:
+		return "SRQ"
+	case KindWQ:
+		return "WQ"
+	case KindPort:
+		return "port"
+	case KindDevice:
+		return "device"
+	}
+	return fmt.Sprintf("EventKind(%d)", uint8(k))
+}
+
 // Kind is the kind of object an event of type t refers to; 0 for an
 // unknown type.
 func (t AsyncEventType) Kind() EventKind {
@@ -90,33 +110,31 @@ func (t AsyncEventType) Kind() EventKind {
 
 // AsyncEvent is one event of the async event fd. Element is what the
 // kernel reported: the user handle of the CQ/QP/SRQ it concerns, or the
-// port number for port events. The Context resolves it to the object: CQ,
-// QP or SRQ is set when the event's kind is that object's and the object
-// is still open under the Context with a user handle no other object of
-// its kind shares (the handles the Context picks itself are unique).
+// port number for port events. The Context resolves it to the object the
+// application holds: Object is the *cq.CQ, *qp.QP or *qp.SRQ the event is
+// about (the kernel-object layer's *CQ, *QP or *SRQ for one created
+// without an Owner, directly through this package) when the object is
+// still open under the Context with a user handle no other object of its
+// kind shares (the handles the Context picks itself are unique); nil
+// otherwise. Compare it with the object, or switch on its type:
+//
+//	if ev.Object == q { ... } // q is a *qp.QP
 type AsyncEvent struct {
 	Type    AsyncEventType
 	Element uint64
-	CQ      *CQ   // for KindCQ events, or nil
-	QP      *QP   // for KindQP events, or nil
-	SRQ     *SRQ  // for KindSRQ events, or nil
+	Object  any   // for KindCQ, KindQP and KindSRQ events: the object, or nil
 	Port    uint8 // for KindPort and KindDevice events
 }
 
 // String describes the event and what it refers to.
 func (e AsyncEvent) String() string {
 	switch e.Type.Kind() {
-	case KindCQ:
-		if e.CQ != nil {
-			return fmt.Sprintf("%v on CQ handle %d", e.Type, e.CQ.Handle())
+	case KindCQ, KindQP, KindSRQ:
+		if n, ok := e.Object.(interface{ Num() uint32 }); ok {
+			return fmt.Sprintf("%v on %v %#x", e.Type, e.Type.Kind(), n.Num())
 		}
-	case KindQP:
-		if e.QP != nil {
-			return fmt.Sprintf("%v on QP %#x", e.Type, e.QP.Num())
-		}
-	case KindSRQ:
-		if e.SRQ != nil {
-			return fmt.Sprintf("%v on SRQ handle %d", e.Type, e.SRQ.Handle())
+		if e.Object != nil {
+			return fmt.Sprintf("%v on %v (element %#x)", e.Type, e.Type.Kind(), e.Element)
 		}
 	case KindPort, KindDevice:
 		return fmt.Sprintf("%v on port %d", e.Type, e.Port)
@@ -131,6 +149,15 @@ var errNoAsyncEvent = &Error{Verb: "read_async_event", Errno: unix.EAGAIN}
 // ReadAsyncEvent reads one async event without blocking. With no event
 // queued it returns an error wrapping unix.EAGAIN. It allocates nothing.
 func (c *Context) ReadAsyncEvent() (AsyncEvent, error) {
+	if !c.gate.enter() {
+		return AsyncEvent{}, closedError("read_async_event")
+	}
+	defer c.gate.leave()
+	return c.readAsyncEvent()
+}
+
+// readAsyncEvent is ReadAsyncEvent inside the gate.
+func (c *Context) readAsyncEvent() (AsyncEvent, error) {
 	var d asyncEventDesc
 	errno := readEvent(c.asyncFD.int(), unsafe.Pointer(&d), unsafe.Sizeof(d))
 	runtime.KeepAlive(c) // its cleanup closes the async fd
@@ -151,8 +178,13 @@ func (c *Context) ReadAsyncEvent() (AsyncEvent, error) {
 // going down or up), CQ errors (overrun), SRQ limit and SQ drained events,
 // and on 6.12 (not 6.1) last-WQE-reached; it never raises a device-fatal event:
 // see the package documentation about removing a device. The wait occupies
-// an OS thread. It must not run concurrently with Close.
+// an OS thread. Close ends it with ErrClosed.
 func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
+	const verb = "wait_async_event"
+	if !c.gate.enter() {
+		return AsyncEvent{}, closedError(verb)
+	}
+	defer c.gate.leave()
 	cancelFD := -1
 	if ctx.Done() != nil {
 		efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
@@ -174,18 +206,28 @@ func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 		cancelFD = efd
 	}
 	for {
-		ev, err := c.ReadAsyncEvent()
+		if c.gate.closed() { // Close is waiting for this wait to end
+			return AsyncEvent{}, closedError(verb)
+		}
+		ev, err := c.readAsyncEvent()
 		if err != errNoAsyncEvent {
 			return ev, err
 		}
 		if err := ctx.Err(); err != nil {
 			return AsyncEvent{}, err
 		}
-		fds := []unix.PollFd{{Fd: int32(c.asyncFD.int()), Events: unix.POLLIN}, {Fd: int32(cancelFD), Events: unix.POLLIN}}
+		fds := []unix.PollFd{
+			{Fd: int32(c.asyncFD.int()), Events: unix.POLLIN},
+			{Fd: int32(cancelFD), Events: unix.POLLIN},
+			{Fd: int32(c.wake.int()), Events: unix.POLLIN},
+		}
 		if _, err := unix.Ppoll(fds, nil, nil); err != nil && err != unix.EINTR {
 			return AsyncEvent{}, fmt.Errorf("uverbs: wait_async_event: poll: %w", err)
 		}
 		runtime.KeepAlive(c)
+		if fds[2].Revents != 0 {
+			return AsyncEvent{}, closedError(verb)
+		}
 		if fds[0].Revents&(unix.POLLERR|unix.POLLNVAL) != 0 {
 			return AsyncEvent{}, fmt.Errorf("uverbs: wait_async_event: async fd failed (revents %#x)", fds[0].Revents)
 		}
@@ -197,14 +239,15 @@ func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 const autoHandle = 1 << 63
 
 // eventObjects indexes the open CQs, QPs and SRQs of a Context by their
-// user handles, for ReadAsyncEvent. A handle shared by two objects of one
-// kind maps to nil: the event cannot say which it meant.
+// user handles, for ReadAsyncEvent; weakly, so that a dropped object is
+// still collected. A handle shared by two objects of one kind maps to
+// nothing: the event cannot say which it meant.
 type eventObjects struct {
 	next atomic.Uint64
 	mu   sync.Mutex
-	cqs  map[uint64]*CQ
-	qps  map[uint64]*QP
-	srqs map[uint64]*SRQ
+	cqs  map[uint64]weak.Pointer[CQ]
+	qps  map[uint64]weak.Pointer[QP]
+	srqs map[uint64]weak.Pointer[SRQ]
 }
 
 // handle returns h, or a new handle unique in the Context when h is 0.
@@ -215,23 +258,23 @@ func (e *eventObjects) handle(h uint64) uint64 {
 	return autoHandle | e.next.Add(1)
 }
 
-func addObject[T any](mu *sync.Mutex, m *map[uint64]*T, h uint64, o *T) {
+func addObject[T any](mu *sync.Mutex, m *map[uint64]weak.Pointer[T], h uint64, o *T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if *m == nil {
-		*m = make(map[uint64]*T)
+		*m = make(map[uint64]weak.Pointer[T])
 	}
 	if _, dup := (*m)[h]; dup {
-		(*m)[h] = nil
+		(*m)[h] = weak.Pointer[T]{}
 		return
 	}
-	(*m)[h] = o
+	(*m)[h] = weak.Make(o)
 }
 
-func removeObject[T any](mu *sync.Mutex, m map[uint64]*T, h uint64, o *T) {
+func removeObject[T any](mu *sync.Mutex, m map[uint64]weak.Pointer[T], h uint64, o *T) {
 	mu.Lock()
 	defer mu.Unlock()
-	if m[h] == o {
+	if m[h] == weak.Make(o) {
 		delete(m, h)
 	}
 }
@@ -257,12 +300,27 @@ func (e *eventObjects) resolve(t AsyncEventType, element uint64) AsyncEvent {
 	e.mu.Lock()
 	switch t.Kind() {
 	case KindCQ:
-		ev.CQ = e.cqs[element]
+		if o := e.cqs[element].Value(); o != nil {
+			ev.Object = eventObject(o.owner, o)
+		}
 	case KindQP:
-		ev.QP = e.qps[element]
+		if o := e.qps[element].Value(); o != nil {
+			ev.Object = eventObject(o.init.Owner, o)
+		}
 	case KindSRQ:
-		ev.SRQ = e.srqs[element]
+		if o := e.srqs[element].Value(); o != nil {
+			ev.Object = eventObject(o.owner, o)
+		}
 	}
 	e.mu.Unlock()
 	return ev
+}
+
+// eventObject is what an event reports for an object: its owner, or the
+// object itself when it has none.
+func eventObject(owner, self any) any {
+	if owner != nil {
+		return owner
+	}
+	return self
 }
