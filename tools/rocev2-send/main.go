@@ -48,6 +48,7 @@ type options struct {
 	wrap     uint32
 	perChan  bool
 	mtu      int
+	timeout  uint8
 	depth    int
 	fill     bool
 	signal   int
@@ -76,6 +77,8 @@ func parseOptions(args []string) (*options, error) {
 	var ring string
 	fs.StringVar(&ring, "ring", "shared", "ring positions: shared (one counter for all channels, as surf's FPGA dispatcher) or channel (one per channel)")
 	fs.IntVar(&o.mtu, "m", 0, "path MTU code 1..5 (0: the port's active MTU)")
+	var timeout uint
+	fs.UintVar(&timeout, "timeout", 14, "ACK timeout code 1..31: 4.096 µs × 2^code before a retransmission (14 ≈ 67 ms)")
 	fs.IntVar(&o.depth, "q", 16, "send queue depth (the FPGA's is 16)")
 	fs.IntVar(&o.signal, "signal", 1, "request a completion for every Nth send (and the last); the FPGA signals each")
 	fs.BoolVar(&o.fill, "fill", true, "write the sequence number and checksum into every payload (off: each slot once, for benchmarks)")
@@ -96,6 +99,10 @@ func parseOptions(args []string) (*options, error) {
 	}
 	o.host = fs.Arg(0)
 	o.ibPort, o.rkey = uint8(port), uint32(rkey)
+	if timeout < 1 || timeout > 31 {
+		return nil, fmt.Errorf("-timeout %d: 1..31", timeout)
+	}
+	o.timeout = uint8(timeout)
 	lo, hi, ok := strings.Cut(size, "-")
 	var err error
 	if o.minSize, err = strconv.Atoi(lo); err != nil || o.minSize < 0 {
