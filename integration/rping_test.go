@@ -34,6 +34,7 @@ func runClientUntilListening(t *testing.T, limit time.Duration, notYet *regexp.R
 var (
 	cRpingRejected  = regexp.MustCompile(`RDMA_CM_EVENT_REJECTED, error 8`)
 	goRpingRejected = regexp.MustCompile(`rejected: reason 8`)
+	cDiagnostics    = regexp.MustCompile(`(server|client) DISCONNECT EVENT\.\.\.\n|wait for [A-Z_]+ state \d+\n`)
 	pingData        = regexp.MustCompile(`(?m)^(server )?ping data: rdma-ping-(\d+): `)
 )
 
@@ -41,6 +42,9 @@ var (
 // prefix ("ping data" for a client, "server ping data" for a server).
 func checkPings(t *testing.T, side, out string, server bool, count int) {
 	t.Helper()
+	// The C tool's stdout is buffered and its stderr is not: its
+	// diagnostics may land inside a line of pings.
+	out = cDiagnostics.ReplaceAllString(out, "")
 	var n int
 	for _, m := range pingData.FindAllStringSubmatch(out, -1) {
 		if (m[1] != "") != server {
@@ -78,9 +82,9 @@ func TestRpingInterop(t *testing.T) {
 			common := []string{"-p", port, "-S", strconv.Itoa(tc.size), "-C", strconv.Itoa(tc.count), "-v"}
 			srvArgs := append([]string{"-s", "-a", "10.99.0.1"}, common...)
 			cliArgs := append([]string{"-c", "-I", "10.99.0.2", "-a", "10.99.0.1", "-V"}, common...)
-			srvName, cliName, notYet := "rping", "/usr/local/bin/rping", goRpingRejected
+			srvName, cliName, notYet := "/usr/bin/rping", "/usr/local/bin/rping", goRpingRejected
 			if tc.goServer {
-				srvName, cliName, notYet = "/usr/local/bin/rping", "rping", cRpingRejected
+				srvName, cliName, notYet = "/usr/local/bin/rping", "/usr/bin/rping", cRpingRejected
 				srvArgs = append(srvArgs, tc.goFlag...)
 				cliArgs = append(cliArgs, tc.cExtra...)
 			} else {

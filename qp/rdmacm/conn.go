@@ -39,7 +39,9 @@ type Conn struct {
 
 	local, remote netip.AddrPort
 	peer          uverbs.ConnParam // from the CONNECT_REQUEST or CONNECT_RESPONSE
-	ud            uverbs.UDParam   // a UD connection's remote QPN, Q_Key, path
+	ud            uverbs.UDParam   // a dialled UD connection's remote QPN, Q_Key, path
+	ah            *qp.AH           // towards ud's path
+	qkey          uint32           // a UD QP's own Q_Key
 
 	mu           sync.Mutex
 	connected    bool // a DREQ is due on Close
@@ -167,6 +169,9 @@ func (c *Conn) release() error {
 		if err := c.ch.Close(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if c.ah != nil {
+		errs = append(errs, c.ah.Close())
 	}
 	if c.own {
 		if c.q != nil {

@@ -69,7 +69,7 @@ func Dial(ctx context.Context, address string, o Options) (*Conn, error) {
 
 // dialID creates the id on a channel of its own, resolves dst and its
 // route and builds the QP (in RESET) on the device the route uses.
-func dialID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.PortSpace, typ qp.Type) (c *Conn, err error) {
+func dialID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.PortSpace, typ qp.Type) (_ *Conn, err error) {
 	addr := dst.String()
 	maxData := MaxPrivateDataREQ
 	if ps == uverbs.PortSpaceUDP {
@@ -85,11 +85,10 @@ func dialID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.PortS
 	if err != nil {
 		return nil, err
 	}
-	c = &Conn{ch: ch, uid: newUID(), udp: ps == uverbs.PortSpaceUDP}
+	c := &Conn{ch: ch, uid: newUID(), udp: ps == uverbs.PortSpaceUDP}
 	defer func() {
 		if err != nil {
 			c.release()
-			c = nil
 		}
 	}()
 	if c.id, err = ch.CreateID(c.uid, ps, typ); err != nil {
