@@ -199,7 +199,7 @@ func TestCMGoToGo(t *testing.T) {
 		t.Errorf("server sees %v on %s, client on %s: not across the pair", s.c.RemoteAddr(), s.c.Context().Device().Name, c.Context().Device().Name)
 	}
 	for _, st := range []*qp.QP{c.QP(), s.c.QP()} {
-		if a, err := st.Query(); err != nil || a.State != qp.RTS {
+		if a, err := st.Query(); err != nil || a.State != qp.StateRTS {
 			t.Errorf("QP state %v (%v), want RTS", a.State, err)
 		}
 	}
@@ -226,7 +226,7 @@ func TestCMGoToGo(t *testing.T) {
 		t.Fatalf("server event %v, %v; want DISCONNECTED", ev.Type, err)
 	}
 	// The survivor's QP is flushed: its outstanding receives complete.
-	if a, err := s.c.QP().Query(); err != nil || a.State != qp.Error {
+	if a, err := s.c.QP().Query(); err != nil || a.State != qp.StateError {
 		t.Errorf("server QP after DISCONNECTED: %v (%v), want ERR", a.State, err)
 	}
 }

@@ -100,7 +100,7 @@ func TestCMUdaddy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ah, err := qp.NewAH(c.PD(), qp.AHParams{DGID: d.GRH.SGID, SGIDIndex: uint8(gid.Index)})
+		ah, err := qp.NewAH(c.PD(), qp.AHParams{DGID: d.GRH.SGID, SGID: gid})
 		if err != nil {
 			t.Fatal(err)
 		}

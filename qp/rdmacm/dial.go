@@ -91,7 +91,7 @@ func dialID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.PortS
 			c.release()
 		}
 	}()
-	if c.id, err = ch.CreateID(c.uid, ps, typ); err != nil {
+	if c.id, err = ch.CreateID(c.uid, ps, uverbs.QPType(typ)); err != nil {
 		return nil, err
 	}
 	c.hasID = true
@@ -129,7 +129,7 @@ func dialID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.PortS
 // QP is in RESET.
 func (c *Conn) connectRC(ctx context.Context, o *Options) error {
 	addr := c.remote.String()
-	if err := toStateFromCM(c.ch, c.id, c.q, qp.Init, nil); err != nil {
+	if err := toStateFromCM(c.ch, c.id, c.q, qp.StateInit, nil); err != nil {
 		return err
 	}
 	if o.Setup != nil {
@@ -151,7 +151,7 @@ func (c *Conn) connectRC(ctx context.Context, o *Options) error {
 		c.connected = true
 		return nil
 	}
-	for _, s := range []qp.State{qp.Init, qp.RTR, qp.RTS} {
+	for _, s := range []qp.State{qp.StateInit, qp.StateRTR, qp.StateRTS} {
 		if err := toStateFromCM(c.ch, c.id, c.q, s, nil); err != nil {
 			c.q.ToError()
 			c.ch.Reject(c.id, 0, nil)

@@ -55,7 +55,7 @@ func listen(ctx context.Context, address string, o Options, ps uverbs.PortSpace,
 			ch.Close() // destroys the id too
 		}
 	}()
-	if l.id, err = ch.CreateID(l.uid, ps, typ); err != nil {
+	if l.id, err = ch.CreateID(l.uid, ps, uverbs.QPType(typ)); err != nil {
 		return nil, err
 	}
 	if err := ch.Bind(l.id, ap); err != nil {
@@ -328,8 +328,8 @@ func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (_ *Conn, er
 		}
 		return c, nil
 	}
-	if c.q.State() == qp.Reset {
-		if err := toStateFromCM(c.ch, c.id, c.q, qp.Init, nil); err != nil {
+	if c.q.State() == qp.StateReset {
+		if err := toStateFromCM(c.ch, c.id, c.q, qp.StateInit, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -339,13 +339,13 @@ func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (_ *Conn, er
 		}
 	}
 	resp, init := r.depths(o)
-	if err := toStateFromCM(c.ch, c.id, c.q, qp.Init, nil); err != nil {
+	if err := toStateFromCM(c.ch, c.id, c.q, qp.StateInit, nil); err != nil {
 		return nil, err
 	}
-	if err := toStateFromCM(c.ch, c.id, c.q, qp.RTR, func(a *qp.Attr) { a.MaxDestRdAtomic = resp }); err != nil {
+	if err := toStateFromCM(c.ch, c.id, c.q, qp.StateRTR, func(a *qp.Attr) { a.MaxDestRdAtomic = resp }); err != nil {
 		return nil, err
 	}
-	if err := toStateFromCM(c.ch, c.id, c.q, qp.RTS, func(a *qp.Attr) { a.MaxRdAtomic = init }); err != nil {
+	if err := toStateFromCM(c.ch, c.id, c.q, qp.StateRTS, func(a *qp.Attr) { a.MaxRdAtomic = init }); err != nil {
 		return nil, err
 	}
 	p := c.connParam(o, resp, init)

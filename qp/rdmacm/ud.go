@@ -59,7 +59,7 @@ func (c *Conn) QKey() uint32 { return c.qkey }
 // activateUD takes a UD QP to RTS: INIT with the CM's attributes, RTR and
 // RTS (send PSN 0) with nothing else, as librdmacm's ucma_init_ud_qp.
 func (c *Conn) activateUD() error {
-	attr, mask, err := c.ch.InitQPAttr(c.id, qp.Init)
+	attr, mask, err := initQPAttr(c.ch, c.id, qp.StateInit)
 	if err != nil {
 		return err
 	}
@@ -67,10 +67,10 @@ func (c *Conn) activateUD() error {
 		return fmt.Errorf("rdmacm: UD QP to INIT with the CM's attributes: %w", err)
 	}
 	c.qkey = attr.QKey
-	if err := c.q.Modify(&qp.Attr{State: qp.RTR}, qp.AttrState); err != nil {
+	if err := c.q.Modify(&qp.Attr{State: qp.StateRTR}, qp.AttrState); err != nil {
 		return err
 	}
-	return c.q.Modify(&qp.Attr{State: qp.RTS}, qp.AttrState|qp.AttrSQPSN)
+	return c.q.Modify(&qp.Attr{State: qp.StateRTS}, qp.AttrState|qp.AttrSQPSN)
 }
 
 func (c *Conn) connectUD(ctx context.Context, o *Options) error {
@@ -92,8 +92,13 @@ func (c *Conn) connectUD(ctx context.Context, o *Options) error {
 	}
 	c.ud = ev.UDParam()
 	g := c.ud.AH.GRH
-	c.ah, err = qp.NewAH(c.pd, qp.AHParams{DGID: g.DGID, SGIDIndex: g.SGIDIndex, HopLimit: g.HopLimit,
-		Port: c.ud.AH.PortNum, TrafficClass: g.TrafficClass, FlowLabel: g.FlowLabel, SL: c.ud.AH.SL})
+	port := max(c.ud.AH.PortNum, 1)
+	sgid, err := c.dev.ctx.QueryGID(port, int(g.SGIDIndex))
+	if err != nil {
+		return fmt.Errorf("rdmacm: dial %s: the SIDR reply's source GID: %w", addr, err)
+	}
+	c.ah, err = qp.NewAH(c.pd, qp.AHParams{DGID: g.DGID, SGID: sgid, HopLimit: g.HopLimit,
+		Port: port, TrafficClass: g.TrafficClass, FlowLabel: g.FlowLabel, SL: c.ud.AH.SL})
 	if err != nil {
 		return fmt.Errorf("rdmacm: dial %s: address handle from the SIDR reply: %w", addr, err)
 	}
