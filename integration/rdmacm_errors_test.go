@@ -198,29 +198,37 @@ func TestCMPeerKilled(t *testing.T) {
 		t.Errorf("%d of 4 posted receives flushed", flushed)
 	}
 
-	gosrv := startPeer(t, 60*time.Second, "/usr/local/bin/rping", "-s", "-a", "10.99.0.1", "-p", "7693", "-C", "0", "-S", "4096")
+	gosrv := startPeer(t, 90*time.Second, "/usr/local/bin/rping", "-s", "-a", "10.99.0.1", "-p", "7693", "-C", "0", "-S", "4096", "-v")
 	var cli *peer
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		cli = startPeer(t, 60*time.Second, "/usr/bin/rping", "-c", "-I", "10.99.0.2", "-a", "10.99.0.1", "-p", "7693", "-C", "0", "-S", "4096")
-		select {
-		case <-cli.done:
-			if time.Now().After(deadline) {
-				t.Fatalf("C client: %v\n%s", cli.err, cli.out.String())
+	// The C client is retried until the Go server listens, and killed
+	// once pings flow (the server prints each).
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		cli = startPeer(t, 80*time.Second, "/usr/bin/rping", "-c", "-I", "10.99.0.2", "-a", "10.99.0.1", "-p", "7693", "-C", "0", "-S", "4096")
+	waiting:
+		for !strings.Contains(gosrv.out.String(), "server ping data: rdma-ping-3:") && time.Now().Before(deadline) {
+			select {
+			case <-cli.done:
+				break waiting
+			case <-time.After(50 * time.Millisecond):
 			}
-			time.Sleep(100 * time.Millisecond)
-			continue
-		case <-time.After(2 * time.Second): // still pinging
 		}
-		break
+		if strings.Contains(gosrv.out.String(), "server ping data: rdma-ping-3:") {
+			break
+		}
+		<-cli.done
+		if time.Now().After(deadline) {
+			t.Fatalf("no pings: C client %v\n%s\nGo server:\n%s", cli.err, cli.out.String(), gosrv.out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	cli.cmd.Process.Signal(syscall.SIGKILL)
 	select {
 	case <-gosrv.done:
 		if gosrv.err != nil {
-			t.Errorf("Go rping server after its client's SIGKILL: %v\n%s", gosrv.err, gosrv.out.String())
+			t.Errorf("Go rping server after its client's SIGKILL: %v\n%s", gosrv.err, lastLines(gosrv.out.String(), 5))
 		}
 	case <-time.After(40 * time.Second):
-		t.Fatalf("the Go rping server did not end within 40 s of its client's SIGKILL:\n%s", gosrv.out.String())
+		t.Fatalf("the Go rping server did not end within 40 s of its client's SIGKILL:\n%s", lastLines(gosrv.out.String(), 5))
 	}
 }
 
@@ -340,3 +348,9 @@ func TestCMContextDeadlines(t *testing.T) {
 }
 
 func netip4(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

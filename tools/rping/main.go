@@ -410,20 +410,27 @@ func (r *rping) serve(ctx context.Context) error {
 	}
 	defer l.Close()
 	r.debugf("rdma_listen\n")
-	req, err := l.Request(ctx)
-	if err != nil {
-		return err
-	}
-	r.debugf("accepting client connection request\n")
+	// One connection, then exit; a request that fails half way (its
+	// requester gave up, say) is reported and the next one taken.
 	var c *rdmacm.Conn
-	if r.o.selfQP {
-		c, err = r.acceptOwnQP(ctx, req)
-	} else {
-		c, err = req.Accept(ctx, r.options(r.setup))
-	}
-	if err != nil {
-		r.release()
-		return err
+	for c == nil {
+		req, err := l.Request(ctx)
+		if err != nil {
+			return err
+		}
+		r.debugf("accepting client connection request\n")
+		if r.o.selfQP {
+			c, err = r.acceptOwnQP(ctx, req)
+		} else {
+			c, err = req.Accept(ctx, r.options(r.setup))
+		}
+		if err != nil {
+			r.release()
+			if ctx.Err() != nil {
+				return err
+			}
+			fmt.Fprintln(r.log, "rping: connection request failed:", err)
+		}
 	}
 	// Deferred calls run last first: buffers, connection, then what -q
 	// built (the connection moves that QP to ERROR and disconnects).
