@@ -135,6 +135,14 @@ func TestCMRdmaServerClient(t *testing.T) {
 		m.postSends(t, c.QP(), 1)
 		pollN(t, c.CQ(), 1, 0, 20*time.Second)
 	}
+	// The C side disconnects first and, being synchronous, waits for the
+	// DREP: WaitEvent sees the DISCONNECTED and answers it.
+	disconnected := func(t *testing.T, ctx context.Context, c *rdmacm.Conn) {
+		ev, err := c.WaitEvent(ctx)
+		if err != nil || ev.Type != uverbs.CMEventDisconnected {
+			t.Fatalf("event %v, %v; want DISCONNECTED", ev.Type, err)
+		}
+	}
 	t.Run("CServer", func(t *testing.T) {
 		srv := startPeer(t, 60*time.Second, "rdma_server", "-s", "10.99.0.1", "-p", "7520")
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
@@ -148,6 +156,7 @@ func TestCMRdmaServerClient(t *testing.T) {
 		defer c.Close()
 		defer m.close()
 		exchange(t, c, m, true)
+		disconnected(t, ctx, c)
 		if out := srv.wait(t); !strings.Contains(out, "rdma_server: end 0") {
 			t.Errorf("rdma_server:\n%s", out)
 		}
@@ -173,6 +182,7 @@ func TestCMRdmaServerClient(t *testing.T) {
 		defer c.Close()
 		defer m.close()
 		exchange(t, c, m, false)
+		disconnected(t, ctx, c)
 		if out := cli.wait(t); !strings.Contains(out, "rdma_client: end 0") {
 			t.Errorf("rdma_client:\n%s", out)
 		}

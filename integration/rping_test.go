@@ -72,9 +72,9 @@ func TestRpingInterop(t *testing.T) {
 		size, count    int
 		cExtra, goFlag []string
 	}{
-		{name: "CServerGoClient", size: 65535, count: 50},
+		{name: "CServerGoClient", size: 65535, count: 20},
 		{name: "CServerGoClientSmall", size: 26, count: 200, cExtra: []string{"-q"}},
-		{name: "GoServerCClient", goServer: true, size: 65535, count: 50},
+		{name: "GoServerCClient", goServer: true, size: 65535, count: 20},
 		{name: "GoServerCClientOwnQP", goServer: true, size: 1000, count: 120, cExtra: []string{"-q"}, goFlag: []string{"-q"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
