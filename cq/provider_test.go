@@ -37,10 +37,28 @@ func TestProviderValues(t *testing.T) {
 		cq, rx uint64
 	}{
 		{"Success", uint64(Success), uint64(rxe.WCSuccess)},
+		{"LocLenErr", uint64(LocLenErr), uint64(rxe.WCLocLenErr)},
+		{"LocQPOpErr", uint64(LocQPOpErr), uint64(rxe.WCLocQPOpErr)},
+		{"LocProtErr", uint64(LocProtErr), uint64(rxe.WCLocProtErr)},
 		{"WRFlushErr", uint64(WRFlushErr), uint64(rxe.WCWRFlushErr)},
+		{"MWBindErr", uint64(MWBindErr), uint64(rxe.WCMWBindErr)},
+		{"BadRespErr", uint64(BadRespErr), uint64(rxe.WCBadRespErr)},
+		{"LocAccessErr", uint64(LocAccessErr), uint64(rxe.WCLocAccessErr)},
+		{"RemInvReqErr", uint64(RemInvReqErr), uint64(rxe.WCRemInvReqErr)},
+		{"RemAccessErr", uint64(RemAccessErr), uint64(rxe.WCRemAccessErr)},
+		{"RemOpErr", uint64(RemOpErr), uint64(rxe.WCRemOpErr)},
+		{"RetryExcErr", uint64(RetryExcErr), uint64(rxe.WCRetryExcErr)},
 		{"RNRRetryExcErr", uint64(RNRRetryExcErr), uint64(rxe.WCRNRRetryExcErr)},
+		{"FatalErr", uint64(FatalErr), uint64(rxe.WCFatalErr)},
 		{"GeneralErr", uint64(GeneralErr), uint64(rxe.WCGeneralErr)},
 		{"OpSend", uint64(OpSend), uint64(rxe.WCSend)},
+		{"OpRDMAWrite", uint64(OpRDMAWrite), uint64(rxe.WCRDMAWrite)},
+		{"OpRDMARead", uint64(OpRDMARead), uint64(rxe.WCRDMARead)},
+		{"OpCompSwap", uint64(OpCompSwap), uint64(rxe.WCCompSwap)},
+		{"OpFetchAdd", uint64(OpFetchAdd), uint64(rxe.WCFetchAdd)},
+		{"OpBindMW", uint64(OpBindMW), uint64(rxe.WCBindMW)},
+		{"OpLocalInv", uint64(OpLocalInv), uint64(rxe.WCLocalInv)},
+		{"OpFlush", uint64(OpFlush), uint64(rxe.WCFlush)},
 		{"OpAtomicWrite", uint64(OpAtomicWrite), uint64(rxe.WCAtomicWrite)},
 		{"OpRecv", uint64(OpRecv), uint64(rxe.WCRecv)},
 		{"OpRecvRDMAWithImm", uint64(OpRecvRDMAWithImm), uint64(rxe.WCRecvRDMAWithImm)},
@@ -57,5 +75,18 @@ func TestProviderValues(t *testing.T) {
 	}
 	if !OpRecvRDMAWithImm.IsRecv() || OpRDMARead.IsRecv() {
 		t.Error("IsRecv")
+	}
+}
+
+// BenchmarkWCFill is the conversion Poll adds per completion.
+func BenchmarkWCFill(b *testing.B) {
+	r := rxe.WC{WRID: 1, Status: rxe.WCSuccess, Opcode: rxe.WCRecv, ByteLen: 64, QPNum: 17, Flags: rxe.WCWithImm, Imm: 5}
+	var w WC
+	b.ReportAllocs()
+	for b.Loop() {
+		w.fill(&r)
+	}
+	if w.WRID != 1 {
+		b.Fatal(w.WRID)
 	}
 }

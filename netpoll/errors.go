@@ -4,16 +4,18 @@ package netpoll
 
 import (
 	"errors"
+	"fmt"
+	"net"
 
-	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
 
 var (
 	// ErrNotSupported is matched (errors.Is) by every error saying the
 	// kernel lacks a feature: ErrKernelTooOld and ErrNoBusyPoll.
-	// It is uverbs.ErrNotSupported, the one value for every package.
-	ErrNotSupported = uverbs.ErrNotSupported
+	// It is errors.ErrUnsupported, the one "not supported" value of every
+	// pureverbs package (uverbs.ErrNotSupported is the same).
+	ErrNotSupported = errors.ErrUnsupported
 	// ErrKernelTooOld: the kernel predates the call (EPIOCSPARAMS needs
 	// Linux 6.9, epoll_pwait2 5.11).
 	ErrKernelTooOld = errors.New("netpoll: kernel too old")
@@ -22,13 +24,18 @@ var (
 	// ErrNeedCapNetAdmin: the setting needs CAP_NET_ADMIN.
 	ErrNeedCapNetAdmin = errors.New("netpoll: needs CAP_NET_ADMIN")
 
-	// ErrClosed: the driver was closed. It is uverbs.ErrClosed, the one
-	// value for every package.
-	ErrClosed = uverbs.ErrClosed
+	// ErrClosed: the driver was closed. It is net.ErrClosed, the one
+	// "closed" value of every pureverbs package (uverbs.ErrClosed is the
+	// same). Errors returned after Close wrap it with what was refused.
+	ErrClosed = net.ErrClosed
 	// ErrRunning: Run or Poll is already running on this driver.
 	ErrRunning = errors.New("netpoll: driver already running")
 	// ErrNoSource: no source has that id (never added, or already gone).
 	ErrNoSource = errors.New("netpoll: no such source")
+	// ErrSendBufferFull: Send would hold back more than Config.SendBuffer
+	// bytes for one stream; nothing of that call was taken beyond the
+	// count Send returned.
+	ErrSendBufferFull = errors.New("netpoll: send buffer full")
 )
 
 // BusyPollError is the kernel refusing a busy-poll setting or call, with the
@@ -87,6 +94,9 @@ func (e *BusyPollError) Unwrap() []error {
 	}
 	return []error{e.Errno}
 }
+
+// errClosed is ErrClosed for op.
+func errClosed(op string) error { return fmt.Errorf("netpoll: %s: driver closed: %w", op, ErrClosed) }
 
 // busyPollError wraps a non-zero errno from op, or returns nil.
 func busyPollError(op string, errno unix.Errno) error {

@@ -39,8 +39,14 @@ func TestProviderValues(t *testing.T) {
 		{"FlushRange", uint64(FlushRange), uint64(rxe.FlushRange)},
 		{"FlushMR", uint64(FlushMR), uint64(rxe.FlushMR)},
 		{"StateReset", uint64(StateReset), uint64(uverbs.QPStateReset)},
+		{"StateInit", uint64(StateInit), uint64(uverbs.QPStateInit)},
+		{"StateRTR", uint64(StateRTR), uint64(uverbs.QPStateRTR)},
 		{"StateRTS", uint64(StateRTS), uint64(uverbs.QPStateRTS)},
+		{"StateSQD", uint64(StateSQD), uint64(uverbs.QPStateSQD)},
+		{"StateSQE", uint64(StateSQE), uint64(uverbs.QPStateSQE)},
 		{"StateError", uint64(StateError), uint64(uverbs.QPStateError)},
+		{"RC", uint64(RC), uint64(uverbs.QPTypeRC)},
+		{"UC", uint64(UC), uint64(uverbs.QPTypeUC)},
 		{"UD", uint64(UD), uint64(uverbs.QPTypeUD)},
 	} {
 		if c.qp != c.rxe {
@@ -161,5 +167,20 @@ func TestSourceGIDRequired(t *testing.T) {
 	e.Index = 256
 	if _, _, err := sourceGID("test", e, 0); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("index 256: %v", err)
+	}
+}
+
+// BenchmarkSendWRFill is the conversion PostSend adds per request: one
+// qp.SendWR written into the provider's request.
+func BenchmarkSendWRFill(b *testing.B) {
+	sges := []uverbs.SGE{{Addr: 1, Length: 64, LKey: 2}}
+	wr := SendWR{ID: 1, Opcode: SendWithImm, Flags: Signaled, Imm: 7, SGEs: sges, RemoteAddr: 9, RKey: 3}
+	var r rxe.SendWR
+	b.ReportAllocs()
+	for b.Loop() {
+		wr.fill(&r)
+	}
+	if r.ID != 1 {
+		b.Fatal(r.ID)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"weak"
 
 	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -60,9 +61,12 @@ func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
 		q.sq.caps = opCapsFrom(dev.DeviceCapFlags)
 	}
 	q.sq.typ, q.sq.maxUD = attr.Type, maxUD
-	vqp.OnContextClose(func() {
-		q.sq.detach(nil)
-		q.release()
+	w := weak.Make(q)
+	vqp.OnContextClose(func() error {
+		if q := w.Value(); q != nil {
+			return q.Close()
+		}
+		return nil
 	})
 	return q, nil
 }
@@ -170,6 +174,14 @@ func (q *QP) Limits() uverbs.QPCap {
 // Verbs returns the kernel QP (for Modify, Query, its number); nil for a QP
 // of the simulator.
 func (q *QP) Verbs() *uverbs.QP { return q.vqp }
+
+// Closed reports whether the QP was closed, by Close or by its Context's
+// Close.
+func (q *QP) Closed() bool {
+	q.sq.mu.Lock()
+	defer q.sq.mu.Unlock()
+	return q.sq.ring == nil
+}
 
 // Close destroys the kernel QP while holding the send queue's lock (so no
 // PostSend's doorbell can reach the destroyed QP), then detaches and unmaps
