@@ -437,14 +437,6 @@ func softnet() string {
 	return string(b)
 }
 
-func lastLines(s string, n int) string {
-	ls := strings.Split(s, "\n")
-	if len(ls) > n {
-		ls = ls[len(ls)-n:]
-	}
-	return strings.Join(ls, "\n")
-}
-
 func grepLines(s, pattern string) string {
 	re := regexp.MustCompile(pattern)
 	var out []string
