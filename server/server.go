@@ -3,8 +3,8 @@ package server
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"sync/atomic"
 
@@ -39,6 +39,7 @@ type Server struct {
 	sess      *session                         // the running connection, nil before the first
 	completed bool                             // CompleteConnection was called
 	serving   bool                             // the side channel owns connections
+	servingCM bool                             // ServeCM owns connections (beside the side channel)
 	logf      func(format string, args ...any) // the side channel's Logf
 	peerGID   uverbs.GID
 	recvPSN   uint32 // proposed first PSN of the peer's sends
@@ -55,12 +56,12 @@ type Server struct {
 	err     error
 }
 
-// session is one connection: its queue and loop, and the side-channel
-// connection of its sender, if any.
+// session is one connection: its queue and loop, and what connected its
+// sender (the side-channel connection or the RDMA CM connection), if any.
 type session struct {
 	q     *rcQueue
 	l     *loop
-	conn  net.Conn
+	conn  io.Closer
 	stop  atomic.Bool
 	drain atomic.Bool
 	done  chan struct{}
@@ -202,7 +203,7 @@ func (s *Server) CompleteConnection(peerQPN, peerPSN uint32, pmtu uverbs.MTU, mi
 	switch {
 	case s.closed:
 		return ErrClosed
-	case s.completed || s.serving:
+	case s.completed || s.serving || s.servingCM:
 		return ErrConnected
 	case s.peerGID == uverbs.GID{}:
 		return errors.New("server: complete connection: no peer GID (call SetPeerGID)")
@@ -220,7 +221,7 @@ func (s *Server) CompleteConnection(peerQPN, peerPSN uint32, pmtu uverbs.MTU, mi
 // loop. With terminal set, the loop's end ends the server; otherwise an
 // ended loop's connection is torn down (see endSession) and the server
 // waits for the next sender. On failure q is closed. s.mu is held.
-func (s *Server) startSessionLocked(q *rcQueue, conn net.Conn, terminal bool, connect func() error) error {
+func (s *Server) startSessionLocked(q *rcQueue, conn io.Closer, terminal bool, connect func() error) error {
 	ss := &session{q: q, conn: conn, done: make(chan struct{})}
 	ss.l = newLoop(s.pool, q, &s.c, &s.cfg, s.frames, &ss.stop, &ss.drain)
 	ss.l.running = &s.running

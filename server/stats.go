@@ -34,6 +34,9 @@ type Stats struct {
 	// connection), and connections refused before any exchange (not on
 	// the allow-list, or MaxExchanges already running).
 	Exchanges, ExchangeFailures, Refused uint64
+	// RDMA CM (ServeCM): connections accepted (each one a sender
+	// connected) and requests that failed or were rejected.
+	CMConnects, CMFailures uint64
 
 	Errors    [numStatuses]uint64 // error completions by status (index = cq.Status)
 	BadWRID   uint64              // completions naming no posted receive: no slot, or a receive the slot no longer has (dropped)
@@ -99,6 +102,7 @@ type counters struct {
 	sessions, sessionEnd atomic.Uint64
 	handlerPanics        atomic.Uint64 // written by the loop only, but with Add: rare
 	exchanges, exFailed  atomic.Uint64
+	cmConnects, cmFailed atomic.Uint64
 	refused              atomic.Uint64
 
 	ringMode RingMode
@@ -193,6 +197,7 @@ func (c *counters) snapshot(p *pool) Stats {
 	}
 	s.HandlerPanics, s.StaleReleases = c.handlerPanics.Load(), p.stale.Load()
 	s.Exchanges, s.ExchangeFailures, s.Refused = c.exchanges.Load(), c.exFailed.Load(), c.refused.Load()
+	s.CMConnects, s.CMFailures = c.cmConnects.Load(), c.cmFailed.Load()
 	for i := range s.Errors {
 		s.Errors[i] = c.errors[i].Load()
 	}

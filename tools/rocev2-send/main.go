@@ -10,6 +10,9 @@
 //
 //	rocev2-send [-d rxe1] [-g 1] [-s 1024|MIN-MAX] [-n 1000] [-t 0] [-r 0] [-c 1] [-w 16777216] SERVER
 //
+// -cm connects over RDMA CM instead (rdma_resolve_addr from the address of
+// the -d/-g GID, rdma_connect to SERVER:-p with librdmacm's defaults).
+//
 // -op picks a malformed mode for tests: send (no immediate), write or
 // write-imm (RDMA WRITE into -raddr/-rkey).
 package main
@@ -56,6 +59,7 @@ type options struct {
 	raddr    uint64
 	rkey     uint32
 	host     string
+	cm       bool
 }
 
 func parseOptions(args []string) (*options, error) {
@@ -66,7 +70,8 @@ func parseOptions(args []string) (*options, error) {
 	fs.StringVar(&o.dev, "d", "rxe1", "RDMA device")
 	fs.IntVar(&o.gidIndex, "g", 1, "local GID index (the RoCE v2 GID)")
 	fs.UintVar(&port, "i", 1, "device port")
-	fs.IntVar(&o.tcpPort, "p", server.DefaultTCPPort, "server's side-channel TCP port")
+	fs.IntVar(&o.tcpPort, "p", server.DefaultTCPPort, "server's side-channel TCP port (with -cm: its RDMA CM port)")
+	fs.BoolVar(&o.cm, "cm", false, "connect over RDMA CM (from the address of the -d/-g GID) instead of the side channel")
 	fs.StringVar(&size, "s", "1024", "payload size in bytes, or MIN-MAX for sizes spread over a range")
 	fs.Uint64Var(&o.count, "n", 1000, "frames to send (0: until -t)")
 	fs.DurationVar(&o.duration, "t", 0, "send for this long (0: until -n)")
@@ -168,6 +173,9 @@ func main() {
 }
 
 func run(o *options) error {
+	if o.cm {
+		return runCM(o)
+	}
 	s, err := openSender(o)
 	if err != nil {
 		return err
@@ -184,6 +192,11 @@ func run(o *options) error {
 	// sender's connection when it closes (a killed sender included).
 	defer conn.Close()
 	fmt.Printf("connected to %s: QPN %#06x, GID %v; sending %s\n", o.host, srv.QPN, srv.GID, describe(o))
+	return streamAndReport(o, s)
+}
+
+// streamAndReport streams and prints what was sent.
+func streamAndReport(o *options, s *sender) error {
 	st, err := stream(o, s)
 	el := st.elapsed.Seconds()
 	fmt.Printf("sent %d frames, %d bytes in %.3f s: %.0f frames/s, %.2f MB/s\n",

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/qp/rdmacm"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -23,6 +24,9 @@ type sender struct {
 	gid  uverbs.GID
 	sgid uverbs.GIDEntry // the entry of gid (-g), which the QP sends from
 	port uverbs.PortAttr
+	// cm, for -cm, owns the context, PD, CQ and QP (the buffer and MR
+	// stay the sender's).
+	cm *rdmacm.Conn
 }
 
 func openSender(o *options) (s *sender, err error) {
@@ -89,6 +93,9 @@ func (s *sender) connect(o *options, srv qp.Peer, psn uint32) error {
 }
 
 func (s *sender) close() error {
+	if s.cm != nil {
+		return s.closeCM()
+	}
 	var errs []error
 	if s.qp != nil {
 		errs = append(errs, s.qp.Close())

@@ -202,13 +202,15 @@ func run(o *options) (bool, error) {
 	fmt.Printf("rocev2-server: %s port %d GID %v (index %d), %d slots of %d bytes, listening on :%d\n",
 		o.cfg.Device, o.cfg.Port, srv.GID(), o.cfg.GIDIndex, srv.Depth(), srv.MaxPayload(), o.tcpPort)
 	ctx, cancel := context.WithCancel(context.Background())
+	logf := func(f string, a ...any) {
+		clearLine(o)
+		fmt.Fprintf(os.Stderr, "rocev2-server: "+f+"\n", a...)
+	}
 	serveErr := make(chan error, 1)
 	go func() {
-		serveErr <- srv.Serve(ctx, ln, server.ServeOptions{WatchPeer: o.watch, Logf: func(f string, a ...any) {
-			clearLine(o)
-			fmt.Fprintf(os.Stderr, "rocev2-server: "+f+"\n", a...)
-		}})
+		serveErr <- srv.Serve(ctx, ln, server.ServeOptions{WatchPeer: o.watch, Logf: logf})
 	}()
+	cmDone := serveCM(ctx, srv, o.tcpPort, logf)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	var limit <-chan time.Time
@@ -234,6 +236,7 @@ wait:
 		case err := <-serveErr:
 			cancel()
 			srv.Close()
+			<-cmDone
 			return false, err
 		case now := <-tick.C:
 			st := srv.Stats()
@@ -250,6 +253,7 @@ wait:
 	cancel()
 	closeErr := srv.Close()
 	<-serveErr
+	<-cmDone
 	if r.holding != nil {
 		close(r.holding)
 		releaser.Wait()

@@ -1,0 +1,168 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pureverbs/pureverbs/qp/rdmacm"
+	"github.com/pureverbs/pureverbs/server"
+)
+
+// serveCM makes r's server accept RDMA CM connects on 10.99.0.1 at the
+// side channel's port number (RDMA CM's TCP port space), as rocev2-server
+// does; the cleanup stops it before r closes.
+func (r *rxServer) serveCM() {
+	r.t.Helper()
+	ip, ok := r.srv.CMAddr()
+	if !ok || ip != netip.MustParseAddr("10.99.0.1") {
+		r.t.Fatalf("CMAddr %v %v, want 10.99.0.1", ip, ok)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l, err := rdmacm.Listen(ctx, netip.AddrPortFrom(ip, uint16(r.port)).String(), rdmacm.Options{})
+	if err != nil {
+		cancel()
+		r.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.srv.ServeCM(ctx, l, server.CMOptions{Logf: r.logf}) }()
+	r.t.Cleanup(func() {
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) && !errors.Is(err, server.ErrClosed) {
+			r.t.Errorf("ServeCM: %v", err)
+		}
+	})
+}
+
+var sentFrames = regexp.MustCompile(`sent (\d+) frames`)
+
+// acknowledged is how many frames a rocev2-send run reported complete
+// (acknowledged by the server's QP) before it stopped.
+func acknowledged(t *testing.T, out string) uint64 {
+	t.Helper()
+	m := sentFrames.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no \"sent N frames\" in:\n%s", out)
+	}
+	n, _ := strconv.ParseUint(m[1], 10, 64)
+	return n
+}
+
+// TestServerCMStream: rocev2-send -cm (librdmacm's defaults, no private
+// data) connects to the server's RDMA CM port from rxe1 and streams 5 000
+// frames of 1..9000 bytes on four channels: every payload arrives
+// byte-identical (framecheck's checksums), none lost or repeated, the
+// sender exits 0 and its disconnect ends the connection, and every slot is
+// back at rest.
+func TestServerCMStream(t *testing.T) {
+	const total = 5000
+	r := newRXServer(t, nil)
+	r.serveCM()
+	// -cm resolves from the address of rxe1's GID (10.99.0.2): the
+	// connection crosses the veth.
+	out := r.send(5*time.Minute, "-cm", "-n", strconv.Itoa(total), "-s", "1-9000", "-c", "4")
+	if !strings.Contains(out, "connected over RDMA CM 10.99.0.2:") {
+		t.Errorf("sender did not connect from 10.99.0.2 over RDMA CM:\n%s", out)
+	}
+	st := r.waitStats(30*time.Second, "the CM sender's connection to end", func(s *server.Stats) bool { return s.SessionEnds == 1 })
+	c := r.checker(0)
+	c.Expect(total)
+	if st.Frames != total || c.Frames != total || c.Lost != 0 || c.Corrupt != 0 || c.Duplicate != 0 {
+		t.Errorf("%d frames; checker %+v", st.Frames, c)
+	}
+	if st.CMConnects != 1 || st.CMFailures != 0 || st.Exchanges != 0 || st.Sessions != 1 {
+		t.Errorf("CM connects %d failures %d, exchanges %d, sessions %d; want 1 0 0 1", st.CMConnects, st.CMFailures, st.Exchanges, st.Sessions)
+	}
+	if st.BadOpcode+st.BadLength+st.BadWRID != 0 || st.Ring.Gaps != 0 {
+		t.Errorf("bad opcode %d length %d wrid %d, ring gaps %d", st.BadOpcode, st.BadLength, st.BadWRID, st.Ring.Gaps)
+	}
+	if st.Posted+st.Held != r.srv.Depth() || st.Downstream != 0 {
+		t.Errorf("at rest: posted %d held %d downstream %d", st.Posted, st.Held, st.Downstream)
+	}
+	t.Logf("sender: %s\nserver log:\n%s", strings.TrimSpace(out), r.log())
+}
+
+// TestServerCMTakeover: a sender of one kind streaming is replaced by one
+// of the other mid-stream, both ways (side channel → CM, CM → side
+// channel). The replaced sender stops with an error; every frame it saw
+// acknowledged arrived (none lost, repeated or corrupt); all 1000 of the
+// new sender's frames arrive.
+func TestServerCMTakeover(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		first, second []string // rocev2-send's way in: none for the side channel
+	}{
+		{"SideChannelThenCM", nil, []string{"-cm"}},
+		{"CMThenSideChannel", []string{"-cm"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRXServer(t, nil)
+			r.serveCM()
+			first := startPeer(t, 2*time.Minute, "rocev2-send", r.sendArgs(append(tc.first, "-n", "0", "-t", "60s", "-s", "1000", "-C", "0")...)...)
+			r.waitFrames(500, time.Minute)
+			second := r.send(time.Minute, append(tc.second, "-n", "1000", "-s", "1-5000", "-C", "16")...)
+			st := r.waitStats(30*time.Second, "the second sender's frames", func(s *server.Stats) bool { return s.ChannelFrames[16] >= 1000 })
+			<-first.done
+			if first.err == nil {
+				t.Errorf("the replaced sender finished without an error:\n%s", first.out.String())
+			}
+			acked := acknowledged(t, first.out.String())
+			a, b := r.checker(0), r.checker(1)
+			b.Expect(1000)
+			if a.Lost != 0 || a.Corrupt != 0 || a.Duplicate != 0 || a.Frames < acked || acked < 500 {
+				t.Errorf("replaced sender: %d acknowledged, server %+v", acked, a)
+			}
+			if b.Lost != 0 || b.Corrupt != 0 || b.Duplicate != 0 || b.Frames != 1000 {
+				t.Errorf("second sender: %+v", b)
+			}
+			if st.Sessions != 2 || st.SessionEnds < 1 || st.CMConnects != 1 || st.Exchanges != 1 {
+				t.Errorf("sessions %d made %d ended, CM connects %d, exchanges %d; want 2, ≥1, 1, 1", st.Sessions, st.SessionEnds, st.CMConnects, st.Exchanges)
+			}
+			t.Logf("replaced sender (%d acknowledged, %d received): %v: %s\nsecond: %s", acked, a.Frames, first.err,
+				strings.TrimSpace(first.out.String()), strings.TrimSpace(second))
+		})
+	}
+}
+
+// TestServerCMRdmaClient: rdma-core's rdma_client (rdma_getaddrinfo,
+// rdma_create_ep, rdma_connect with no private data, one 16-byte inline
+// SEND, then a wait for a 16-byte reply) against the server's CM port.
+// rdma_client binds no source, so the kernel routes it from rxe0's own
+// address: rxe0 loopback. The server accepts the connect and counts the
+// SEND (a SEND without immediate is no frame: it counts as a bad opcode
+// and its slot is re-posted); the receive-only server never answers, so
+// rdma_client waits for the reply until the test ends it.
+func TestServerCMRdmaClient(t *testing.T) {
+	r := newRXServer(t, nil)
+	r.serveCM()
+	cli := startPeer(t, 60*time.Second, "rdma_client", "-s", "10.99.0.1", "-p", strconv.Itoa(r.port))
+	st := r.waitStats(30*time.Second, "rdma_client's connect and message", func(s *server.Stats) bool { return s.CMConnects == 1 && s.BadOpcode == 1 })
+	if st.Frames != 0 || st.CMFailures != 0 || st.Posted+st.Held != r.srv.Depth() {
+		t.Errorf("frames %d, CM failures %d, posted %d + held %d (depth %d)", st.Frames, st.CMFailures, st.Posted, st.Held, r.srv.Depth())
+	}
+	select {
+	case <-cli.done:
+		t.Errorf("rdma_client ended without the reply: %v\n%s", cli.err, cli.out.String())
+	case <-time.After(3 * time.Second):
+	}
+	// Closing the server disconnects (DREQ) and destroys the QP.
+	if err := r.close(); err != nil {
+		t.Error(err)
+	}
+	select {
+	case <-cli.done:
+		t.Logf("rdma_client after the server closed: %v\n%s", cli.err, cli.out.String())
+	case <-time.After(10 * time.Second):
+		cli.cmd.Process.Kill()
+		<-cli.done
+		t.Logf("rdma_client still waiting for a reply 10 s after the server closed; killed:\n%s", cli.out.String())
+	}
+	t.Logf("server log:\n%s", r.log())
+}
