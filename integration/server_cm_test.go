@@ -166,3 +166,33 @@ func TestServerCMRdmaClient(t *testing.T) {
 	}
 	t.Logf("server log:\n%s", r.log())
 }
+
+// TestServerCMTools: rocev2-server with its defaults (port 18515, no flag
+// for RDMA CM) and -check, rocev2-send -cm from rxe1 with its defaults:
+// 3000 frames of 1..9000 bytes arrive byte-identical (the server's -check:
+// sequence numbers and checksums) and both exit 0.
+func TestServerCMTools(t *testing.T) {
+	devs := devices(t, 2)
+	const n = 3000
+	srv := startPeer(t, 3*time.Minute, "rocev2-server", "-d", devs[0], "-g", gidArg(t, devs[0]), "-n", strconv.Itoa(n), "-check", "-q")
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(srv.out.String(), "RDMA CM listening on 10.99.0.1:18515") {
+		select {
+		case <-srv.done:
+			t.Fatalf("rocev2-server ended: %v\n%s", srv.err, srv.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rocev2-server does not listen for RDMA CM:\n%s", srv.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	snd := runPeer(t, 2*time.Minute, "rocev2-send", "-cm", "-d", devs[1], "-g", gidArg(t, devs[1]), "-n", strconv.Itoa(n), "-s", "1-9000", "10.99.0.1")
+	out := srv.wait(t)
+	for _, want := range []string{"frames 3000,", "0 lost, 0 corrupt", "rdma cm: 1 senders connected, 0 requests failed", "side channel: 0 senders"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rocev2-server's summary lacks %q:\n%s", want, out)
+		}
+	}
+	t.Logf("sender:\n%s\nserver:\n%s", strings.TrimSpace(snd), strings.TrimSpace(out))
+}

@@ -254,7 +254,7 @@ func (s *Server) startSessionLocked(q *rcQueue, conn io.Closer, terminal bool, c
 			logf := s.logf
 			s.mu.Unlock()
 			if logf != nil {
-				logf("side channel: connection to QP %#x ended: %v", q.num(), ss.err)
+				logf("connection to QP %#x ended: %v", q.num(), ss.err)
 			}
 			s.endSession(ss)
 		}

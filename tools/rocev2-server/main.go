@@ -1,7 +1,9 @@
 // Command rocev2-server receives RoCEv2 frames with the server package: it
 // listens on the side channel for senders (rocev2-send, or any program
-// that speaks rdma-core's pingpong exchange) and counts, checks and
-// optionally stores what arrives.
+// that speaks rdma-core's pingpong exchange) and, on the same port number
+// in RDMA CM's TCP port space and on the address of its GID, for RDMA CM
+// connects (rocev2-send -cm, any librdmacm program's plain RC connect),
+// and counts, checks and optionally stores what arrives.
 //
 //	rocev2-server [-d rxe0] [-g 1] [-p 18515] [-s 9000] [-r 256] [-n FRAMES] [-o FILE] [--hold D] [--once]
 //
@@ -61,7 +63,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.StringVar(&o.cfg.Device, "d", "rxe0", "RDMA device")
 	fs.IntVar(&o.cfg.GIDIndex, "g", server.DefaultGIDIndex, "local GID index (a RoCE v2 GID)")
 	fs.UintVar(&port, "i", server.DefaultPort, "device port")
-	fs.IntVar(&o.tcpPort, "p", server.DefaultTCPPort, "side-channel TCP port")
+	fs.IntVar(&o.tcpPort, "p", server.DefaultTCPPort, "side-channel TCP port, and the RDMA CM port")
 	fs.IntVar(&o.cfg.MaxPayload, "s", server.DefaultMaxPayload, "max payload: the size of one receive slot")
 	fs.IntVar(&o.cfg.Depth, "r", server.DefaultDepth, "receive depth: the number of slots")
 	fs.UintVar(&mtu, "m", 0, "path MTU code 1..5 (0: the port's active MTU)")
@@ -298,6 +300,7 @@ func summary(w *os.File, o *options, r *receiver, st *server.Stats, total time.D
 		fmt.Fprintf(w, "handler panics %d, stale releases %d\n", st.HandlerPanics, st.StaleReleases)
 	}
 	fmt.Fprintf(w, "side channel: %d senders connected, %d exchanges failed, %d connections refused\n", st.Exchanges, st.ExchangeFailures, st.Refused)
+	fmt.Fprintf(w, "rdma cm: %d senders connected, %d requests failed\n", st.CMConnects, st.CMFailures)
 	var errs []string
 	for s, n := range st.Errors {
 		if n != 0 && cq.Status(s) != cq.WRFlushErr {
