@@ -196,3 +196,28 @@ func TestServerCMTools(t *testing.T) {
 	}
 	t.Logf("sender:\n%s\nserver:\n%s", strings.TrimSpace(snd), strings.TrimSpace(out))
 }
+
+// TestServerCMSlowConsumer: 4 slots and a Handler that takes 2 ms a frame
+// keep a CM sender on RNR NAKs. The CM's RTR attributes set the RNR NAK
+// delay to 0 (655 ms); the server sets its own (12, 0.64 ms) once
+// accepted, so 300 frames take seconds, not the ~50 s that 75 waits of
+// 655 ms would.
+func TestServerCMSlowConsumer(t *testing.T) {
+	r := newRXServer(t, func(c *server.Config) {
+		c.Depth = 4
+		handle := c.Handler
+		c.Handler = func(f server.Frame) { time.Sleep(2 * time.Millisecond); handle(f) }
+	})
+	r.serveCM()
+	start := time.Now()
+	out := r.send(30*time.Second, "-cm", "-n", "300", "-s", "1000")
+	el := time.Since(start)
+	st := r.waitStats(30*time.Second, "300 frames", func(s *server.Stats) bool { return s.Frames >= 300 })
+	c := r.checker(0)
+	c.Expect(300)
+	if c.Lost != 0 || c.Corrupt != 0 || c.Frames != 300 {
+		t.Errorf("checker %+v", c)
+	}
+	t.Logf("300 frames through 4 slots in %v (%.0f frames/s), posted low-water %d; sender: %s", el.Round(time.Millisecond),
+		300/el.Seconds(), st.PostedLowMark, strings.TrimSpace(out))
+}

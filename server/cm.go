@@ -189,6 +189,16 @@ func (s *Server) acceptCM(ctx context.Context, req *rdmacm.Request) (*session, *
 		}
 		return nil, nil, err
 	}
+	// The CM's RTR set the RNR NAK delay to 0 (655 ms): a sender kept
+	// waiting on RNR NAKs (until the switch, or behind a slow consumer)
+	// would stall that long each time.
+	if err := q.setMinRNRTimer(s.cfg.MinRNRTimer); err != nil {
+		if early != nil {
+			s.endSession(early) // closes q
+			return nil, nil, errors.Join(err, c.Close())
+		}
+		return nil, nil, errors.Join(err, c.Close(), q.close())
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if early != nil {

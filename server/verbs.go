@@ -184,6 +184,15 @@ func (r *rcQueue) connect(p qp.Peer, mtu uverbs.MTU, minRNR uint8, sendPSN uint3
 	return nil
 }
 
+// setMinRNRTimer changes the RNR NAK delay of a connected QP (RTS→RTS):
+// the CM's RTR attributes set it to 0, 655 ms.
+func (r *rcQueue) setMinRNRTimer(t uint8) error {
+	if err := r.qp.Modify(&qp.Attr{State: qp.StateRTS, MinRNRTimer: t}, qp.AttrState|qp.AttrMinRNRTimer); err != nil {
+		return fmt.Errorf("server: QP %#x min RNR timer %d: %w", r.qp.Num(), t, err)
+	}
+	return nil
+}
+
 func (r *rcQueue) num() uint32 { return r.qp.Num() }
 
 // Poll implements queue.
