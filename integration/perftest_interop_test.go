@@ -1,0 +1,243 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// goPerftest is the Go perftest in the guest (rxevm puts every tools/
+// command in /usr/local/bin).
+const goPerftest = "/usr/local/bin/perftest"
+
+var (
+	// perftestBWRow is a bandwidth table row: #bytes, #iterations, peak,
+	// average, message rate.
+	perftestBWRow = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
+	// perftestLatRow is a latency table row: #bytes, #iterations and seven
+	// figures (t_min … 99.9%).
+	perftestLatRow = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
+	// perftestTarget is the Go tool's PERFTEST_TARGET=1 line.
+	perftestTarget = regexp.MustCompile(`perftest: target window (\d+): (\d+) of (\d+) bytes non-zero, 8-byte words sum to (\d+)`)
+	perftestPort   atomic.Int32
+)
+
+// perftestEnd is one end of a perftest run: the Go tool or the C one.
+type perftestEnd struct {
+	goTool bool
+	env    []string
+}
+
+// startPerftest starts tool (as the Go perftest with argv[0] set to the
+// test's name, or Debian's C binary) on dev with args; host makes it the
+// client.
+func startPerftest(t *testing.T, e perftestEnd, tool, dev string, port int, args []string, host string) *peer {
+	t.Helper()
+	full := append([]string{"-d", dev, "-x", "1", "-F", "-p", strconv.Itoa(port)}, args...)
+	if host != "" {
+		full = append(full, host)
+	}
+	if !e.goTool {
+		return startPeer(t, 3*time.Minute, tool, full...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	p := &peer{name: "go " + tool, done: make(chan struct{})}
+	p.cmd = exec.CommandContext(ctx, goPerftest, full...)
+	p.cmd.Args[0] = tool // argv[0], as a link named after the test gives it, selects the test
+	p.cmd.Env = append(p.cmd.Environ(), e.env...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	if err := p.cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("start %s: %v", goPerftest, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		if ctx.Err() != nil {
+			p.err = ctx.Err()
+		}
+		cancel()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-p.done
+	})
+	return p
+}
+
+// runPerftestPair runs tool's server on rxe0 and client on rxe1 with the
+// same args and returns both outputs; it fails the test unless both exit 0.
+func runPerftestPair(t *testing.T, srv, cli perftestEnd, tool string, args ...string) (string, string) {
+	t.Helper()
+	devs := devices(t, 2)
+	port := 18600 + int(perftestPort.Add(1))
+	s := startPerftest(t, srv, tool, devs[0], port, args, "")
+	waitListening(t, s, port, 30*time.Second)
+	c := startPerftest(t, cli, tool, devs[1], port, args, "10.99.0.1")
+	<-c.done
+	<-s.done
+	if s.err != nil || c.err != nil {
+		t.Fatalf("%s %v: server (go=%v) %v, client (go=%v) %v\n--- server\n%s\n--- client\n%s", tool, args, srv.goTool, s.err, cli.goTool, c.err, s.out.String(), c.out.String())
+	}
+	return s.out.String(), c.out.String()
+}
+
+// checkRow finds the table row in out and checks its #bytes and
+// #iterations; it returns the row's figures.
+func checkRow(t *testing.T, who, out string, lat bool, size, iters int) []float64 {
+	t.Helper()
+	re := perftestBWRow
+	if lat {
+		re = perftestLatRow
+	}
+	m := re.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("%s printed no result row:\n%s", who, out)
+	}
+	if b, _ := strconv.Atoi(m[1]); b != size {
+		t.Fatalf("%s: #bytes %d, want %d:\n%s", who, b, size, out)
+	}
+	if n, _ := strconv.Atoi(m[2]); iters > 0 && n != iters {
+		t.Fatalf("%s: #iterations %d, want %d:\n%s", who, n, iters, out)
+	}
+	var f []float64
+	for _, s := range m[3:] {
+		v, _ := strconv.ParseFloat(s, 64)
+		f = append(f, v)
+	}
+	return f
+}
+
+type perftestCase struct {
+	tool  string
+	args  []string
+	size  int
+	iters int // as the BW row counts them (× QPs); 0 for timed runs
+	lat   bool
+	// cNoRow: the C end of this direction prints no row (the read/atomic
+	// latency server).
+	target func(t *testing.T, sum uint64, nonzero, size int)
+}
+
+// The Go perftest against Debian's perftest 4.5, both directions, every
+// test once with small counts; the C peer's result row is the proof that
+// data moved, and for write and atomic the Go server's target window holds
+// what the C client put there.
+func TestPerftestInterop(t *testing.T) {
+	const n = 200
+	faa := func(want uint64) func(*testing.T, uint64, int, int) {
+		return func(t *testing.T, sum uint64, _, _ int) {
+			if sum != want {
+				t.Fatalf("the C client's fetch-and-adds sum to %d in Go's window, want %d", sum, want)
+			}
+		}
+	}
+	written := func(t *testing.T, _ uint64, nonzero, size int) {
+		if nonzero < size*9/10 {
+			t.Fatalf("the C client's writes left only %d non-zero bytes of %d in Go's window", nonzero, size)
+		}
+	}
+	cases := []perftestCase{
+		{tool: "ib_send_bw", args: []string{"-s", "4096", "-n", "200"}, size: 4096, iters: n},
+		{tool: "ib_write_bw", args: []string{"-s", "4096", "-n", "200"}, size: 4096, iters: n, target: written},
+		{tool: "ib_read_bw", args: []string{"-s", "4096", "-n", "200"}, size: 4096, iters: n},
+		{tool: "ib_atomic_bw", args: []string{"-A", "FETCH_AND_ADD", "-n", "200"}, size: 8, iters: n, target: faa(n)},
+		{tool: "ib_atomic_bw", args: []string{"-A", "CMP_AND_SWAP", "-n", "200"}, size: 8, iters: n, target: faa(0)},
+		{tool: "ib_send_lat", args: []string{"-n", "200"}, size: 2, iters: n, lat: true},
+		{tool: "ib_write_lat", args: []string{"-n", "200"}, size: 2, iters: n, lat: true},
+		{tool: "ib_read_lat", args: []string{"-n", "200"}, size: 2, iters: n, lat: true},
+		{tool: "ib_atomic_lat", args: []string{"-n", "200"}, size: 8, iters: n, lat: true, target: faa(n)},
+	}
+	for _, c := range cases {
+		for _, goServer := range []bool{true, false} {
+			dir := "C server, Go client"
+			if goServer {
+				dir = "Go server, C client"
+			}
+			t.Run(c.tool+" "+strings.Join(c.args, " ")+" / "+dir, func(t *testing.T) {
+				runPerftestCase(t, c, goServer)
+			})
+		}
+	}
+}
+
+func runPerftestCase(t *testing.T, c perftestCase, goServer bool) {
+	srv := perftestEnd{goTool: goServer, env: []string{"PERFTEST_TARGET=1", "PERFTEST_MALLOCS=1"}}
+	cli := perftestEnd{goTool: !goServer, env: []string{"PERFTEST_MALLOCS=1"}}
+	so, co := runPerftestPair(t, srv, cli, c.tool, c.args...)
+	goOut, cOut := so, co
+	if !goServer {
+		goOut, cOut = co, so
+	}
+	rowOwner := cOut
+	who := "the C peer"
+	readLatServer := c.lat && (c.tool == "ib_read_lat" || c.tool == "ib_atomic_lat")
+	if readLatServer && !goServer {
+		// The read/atomic latency server prints no row; the Go client's
+		// row has the numbers.
+		rowOwner, who = goOut, "the Go client"
+	}
+	f := checkRow(t, who, rowOwner, c.lat, c.size, c.iters)
+	t.Logf("%s: %v", who, f)
+	if !readLatServer || !goServer {
+		checkRow(t, "the Go end", goOut, c.lat, c.size, c.iters)
+	}
+	for _, m := range regexp.MustCompile(`perftest: (\d+) heap allocations in the measured loop`).FindAllStringSubmatch(goOut, -1) {
+		if m[1] != "0" {
+			t.Fatalf("the Go end's measured loop allocated: %s\n%s", m[0], goOut)
+		}
+	}
+	if goServer && c.target != nil {
+		m := perftestTarget.FindStringSubmatch(goOut)
+		if m == nil {
+			t.Fatalf("no target report from the Go server:\n%s", goOut)
+		}
+		nonzero, _ := strconv.Atoi(m[2])
+		sum, _ := strconv.ParseUint(m[4], 10, 64)
+		c.target(t, sum, nonzero, c.size)
+		t.Logf("Go server's window: %s", m[0])
+	}
+}
+
+// perftestOptionCases are the exchange's other paths: -a, -b, -q, -D,
+// -e, -o, UC, UD, post lists, reported in Gb/s.
+func TestPerftestInteropOptions(t *testing.T) {
+	cases := []perftestCase{
+		{tool: "ib_send_bw", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5},
+		{tool: "ib_write_bw", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5},
+		{tool: "ib_send_lat", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5, lat: true},
+		{tool: "ib_write_lat", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5, lat: true},
+		{tool: "ib_send_bw", args: []string{"-b", "-s", "1024", "-n", "100"}, size: 1024, iters: 100},
+		{tool: "ib_write_bw", args: []string{"-b", "-s", "1024", "-n", "100"}, size: 1024, iters: 100},
+		{tool: "ib_write_bw", args: []string{"-q", "4", "-s", "2048", "-n", "100"}, size: 2048, iters: 400},
+		{tool: "ib_send_bw", args: []string{"-q", "3", "-s", "512", "-n", "100"}, size: 512, iters: 300},
+		{tool: "ib_send_bw", args: []string{"-e", "-s", "4096", "-n", "100"}, size: 4096, iters: 100},
+		{tool: "ib_send_lat", args: []string{"-e", "-n", "100"}, size: 2, iters: 100, lat: true},
+		{tool: "ib_read_bw", args: []string{"-o", "4", "-s", "1024", "-n", "100"}, size: 1024, iters: 100},
+		{tool: "ib_send_bw", args: []string{"-c", "UC", "-s", "1024", "-n", "100"}, size: 1024, iters: 100},
+		{tool: "ib_write_lat", args: []string{"-c", "UC", "-n", "100"}, size: 2, iters: 100, lat: true},
+		{tool: "ib_send_bw", args: []string{"-c", "UD", "-s", "512", "-n", "100"}, size: 512, iters: 100},
+		{tool: "ib_send_lat", args: []string{"-c", "UD", "-s", "64", "-n", "100"}, size: 64, iters: 100, lat: true},
+		{tool: "ib_write_bw", args: []string{"-D", "2", "-s", "1024"}, size: 1024},
+		{tool: "ib_write_bw", args: []string{"-l", "4", "-s", "256", "-n", "100", "--report_gbits"}, size: 256, iters: 100},
+	}
+	for _, c := range cases {
+		for _, goServer := range []bool{true, false} {
+			dir := "C server, Go client"
+			if goServer {
+				dir = "Go server, C client"
+			}
+			t.Run(fmt.Sprintf("%s %s / %s", c.tool, strings.Join(c.args, " "), dir), func(t *testing.T) {
+				runPerftestCase(t, c, goServer)
+			})
+		}
+	}
+}
