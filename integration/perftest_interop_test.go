@@ -34,6 +34,7 @@ var (
 type perftestEnd struct {
 	goTool bool
 	env    []string
+	strace bool // run under strace -c -f (system call counts on exit)
 }
 
 // startPerftest starts tool (as the Go perftest with argv[0] set to the
@@ -44,6 +45,13 @@ func startPerftest(t *testing.T, e perftestEnd, tool, dev string, port int, args
 	full := append([]string{"-d", dev, "-x", "1", "-F", "-p", strconv.Itoa(port)}, args...)
 	if host != "" {
 		full = append(full, host)
+	}
+	if e.strace {
+		cmd := tool
+		if e.goTool {
+			cmd, full = goPerftest, append([]string{tool}, full...) // the test as the first argument
+		}
+		return startPeer(t, 3*time.Minute, "strace", append([]string{"-c", "-f", cmd}, full...)...)
 	}
 	if !e.goTool {
 		return startPeer(t, 3*time.Minute, tool, full...)

@@ -196,6 +196,7 @@ func (l *latRun) write() error {
 // time, and waits for its completion.
 func (l *latRun) readAtomic() error {
 	e, o := l.e, l.o
+	l.wr[0].Flags |= qp.Signaled
 	l.startClock()
 	if l.clock != nil {
 		defer l.clock.stop()

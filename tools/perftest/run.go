@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/pureverbs/pureverbs/qp"
@@ -502,15 +503,31 @@ func (t *tool) infinitely(r *bwRun) error {
 // Environment switches for tests: PERFTEST_MALLOCS=1 reports the heap
 // allocations of each measured loop on stderr; PERFTEST_TARGET=1 zeroes
 // every QP's target window before the test and reports on stderr what the
-// peer left in it (bytes changed, the sum of its 8-byte words).
+// peer left in it (bytes changed, the sum of its 8-byte words);
+// PERFTEST_CPUPROFILE=<file> writes a CPU profile of the measured loops.
 const (
 	envMallocs = "PERFTEST_MALLOCS"
 	envTarget  = "PERFTEST_TARGET"
+	envProfile = "PERFTEST_CPUPROFILE"
 )
 
 // measure runs a measured loop, counting its heap allocations when
 // PERFTEST_MALLOCS=1.
 func (t *tool) measure(loop func() error) error {
+	if path := os.Getenv(envProfile); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
 	if os.Getenv(envMallocs) != "1" {
 		return loop()
 	}
