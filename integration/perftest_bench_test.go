@@ -28,9 +28,9 @@ func perftestBenchRows() []perftestBenchRow {
 			sizes = []int{8}
 		}
 		for _, s := range sizes {
-			n := map[int]int{8: 5000, 64: 5000, 4096: 2000, 65536: 300}[s]
+			n := map[int]int{8: 3000, 64: 3000, 4096: 1000, 65536: 150}[s]
 			if lat {
-				n = map[int]int{8: 1000, 64: 1000, 4096: 1000, 65536: 200}[s]
+				n = map[int]int{8: 500, 64: 500, 4096: 300, 65536: 100}[s]
 			}
 			rows = append(rows, perftestBenchRow{tool, s, n, lat})
 		}

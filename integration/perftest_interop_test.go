@@ -98,18 +98,19 @@ func runPerftestPair(t *testing.T, srv, cli perftestEnd, tool string, args ...st
 	return s.out.String(), c.out.String()
 }
 
-// checkRow finds the table row in out and checks its #bytes and
-// #iterations; it returns the row's figures.
+// checkRow finds the table's last row in out (with -a, the largest size)
+// and checks its #bytes and #iterations; it returns the row's figures.
 func checkRow(t *testing.T, who, out string, lat bool, size, iters int) []float64 {
 	t.Helper()
 	re := perftestBWRow
 	if lat {
 		re = perftestLatRow
 	}
-	m := re.FindStringSubmatch(out)
-	if m == nil {
+	all := re.FindAllStringSubmatch(out, -1)
+	if all == nil {
 		t.Fatalf("%s printed no result row:\n%s", who, out)
 	}
+	m := all[len(all)-1]
 	if b, _ := strconv.Atoi(m[1]); b != size {
 		t.Fatalf("%s: #bytes %d, want %d:\n%s", who, b, size, out)
 	}
@@ -215,14 +216,22 @@ func runPerftestCase(t *testing.T, c perftestCase, goServer bool) {
 	}
 }
 
-// perftestOptionCases are the exchange's other paths: -a, -b, -q, -D,
-// -e, -o, UC, UD, post lists, reported in Gb/s.
-func TestPerftestInteropOptions(t *testing.T) {
-	cases := []perftestCase{
+// TestPerftestInteropAll runs -a (every size from 2 B to 8 MiB, each
+// with its own synchronisation in the SEND tools) both ways.
+func TestPerftestInteropAll(t *testing.T) {
+	runPerftestCases(t, []perftestCase{
 		{tool: "ib_send_bw", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5},
 		{tool: "ib_write_bw", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5},
 		{tool: "ib_send_lat", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5, lat: true},
 		{tool: "ib_write_lat", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5, lat: true},
+		{tool: "ib_send_bw", args: []string{"-a", "-c", "UD", "-n", "5"}, size: 1024, iters: 5},
+	})
+}
+
+// TestPerftestInteropOptions runs the exchange's other paths both ways:
+// -b, -q, -D, -e, -o, UC, UD, post lists, Gb/s.
+func TestPerftestInteropOptions(t *testing.T) {
+	runPerftestCases(t, []perftestCase{
 		{tool: "ib_send_bw", args: []string{"-b", "-s", "1024", "-n", "100"}, size: 1024, iters: 100},
 		{tool: "ib_write_bw", args: []string{"-b", "-s", "1024", "-n", "100"}, size: 1024, iters: 100},
 		{tool: "ib_write_bw", args: []string{"-q", "4", "-s", "2048", "-n", "100"}, size: 2048, iters: 400},
@@ -236,7 +245,10 @@ func TestPerftestInteropOptions(t *testing.T) {
 		{tool: "ib_send_lat", args: []string{"-c", "UD", "-s", "64", "-n", "100"}, size: 64, iters: 100, lat: true},
 		{tool: "ib_write_bw", args: []string{"-D", "2", "-s", "1024"}, size: 1024},
 		{tool: "ib_write_bw", args: []string{"-l", "4", "-s", "256", "-n", "100", "--report_gbits"}, size: 256, iters: 100},
-	}
+	})
+}
+
+func runPerftestCases(t *testing.T, cases []perftestCase) {
 	for _, c := range cases {
 		for _, goServer := range []bool{true, false} {
 			dir := "C server, Go client"

@@ -469,7 +469,7 @@ func (r *bwRun) bidirectional() error {
 // the completions in it.
 func (r *bwRun) report() bwReport {
 	if r.clock != nil {
-		t := bwTimes{posted: []int64{r.clock.sampleStart.Load()}, completed: []int64{r.clock.sampleStop.Load()}}
+		t := bwTimes{posted: []int64{r.clock.sampleStart}, completed: []int64{r.clock.sampleStop}}
 		return bwReportOf(r.o, &t, r.size, r.sampled)
 	}
 	return bwReportOf(r.o, &r.times, r.size, r.iters)

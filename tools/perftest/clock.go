@@ -1,9 +1,6 @@
 package main
 
-import (
-	"sync/atomic"
-	"time"
-)
+import "time"
 
 // epoch is the origin of now's timestamps.
 var epoch = time.Now()
@@ -15,7 +12,7 @@ func now() int64 { return int64(time.Since(epoch)) }
 // durationState is perftest's DurationStates: a timed run warms up for
 // the margin, samples for duration − 2·margin, cools down for the margin,
 // and ends.
-type durationState int32
+type durationState int
 
 const (
 	stateStart durationState = iota
@@ -24,56 +21,46 @@ const (
 	stateEnd
 )
 
-// durationClock drives a timed run's states from timers (perftest's
-// SIGALRM) and records when sampling started and stopped.
+// durationClock is a timed run's state machine (perftest's SIGALRM
+// handler). The loop that asks for the state moves it on when its time
+// has come, so no timer, goroutine or allocation is involved.
 type durationClock struct {
-	state         atomic.Int32
-	sampleStart   atomic.Int64
-	sampleStop    atomic.Int64
-	margin, whole time.Duration
-	timer         *time.Timer
+	state         durationState
+	next          int64 // when the state changes next; 0 before start
+	sampleStart   int64
+	sampleStop    int64
+	margin, whole int64 // nanoseconds
 }
 
 func newDurationClock(o *options) *durationClock {
-	return &durationClock{margin: time.Duration(o.margin) * time.Second, whole: time.Duration(o.duration) * time.Second}
+	return &durationClock{margin: int64(o.margin) * int64(time.Second), whole: int64(o.duration) * int64(time.Second)}
 }
 
-// start begins the warm-up (catch_alarm's first step when the margin is 0).
+// start begins the warm-up.
 func (c *durationClock) start() {
-	c.state.Store(int32(stateStart))
-	if c.margin > 0 {
-		c.timer = time.AfterFunc(c.margin, c.advance)
-	} else {
-		c.advance()
-	}
+	c.state, c.next = stateStart, now()+c.margin
+	c.current()
 }
 
-// advance is catch_alarm: the next state, and the timer to the one after.
-func (c *durationClock) advance() {
-	switch durationState(c.state.Load()) {
-	case stateStart:
-		c.sampleStart.Store(now())
-		c.state.Store(int32(stateSample))
-		c.timer = time.AfterFunc(c.whole-2*c.margin, c.advance)
-	case stateSample:
-		c.sampleStop.Store(now())
-		c.state.Store(int32(stateStopSample))
-		if c.margin > 0 {
-			c.timer = time.AfterFunc(c.margin, c.advance)
-		} else {
-			c.advance()
+// current is the state now, after any transitions that are due.
+func (c *durationClock) current() durationState {
+	if c.next == 0 || c.state == stateEnd {
+		return c.state
+	}
+	for t := now(); c.state != stateEnd && t >= c.next; {
+		switch c.state {
+		case stateStart:
+			c.sampleStart = c.next
+			c.state, c.next = stateSample, c.next+c.whole-2*c.margin
+		case stateSample:
+			c.sampleStop = c.next
+			c.state, c.next = stateStopSample, c.next+c.margin
+		case stateStopSample:
+			c.state = stateEnd
 		}
-	case stateStopSample:
-		c.state.Store(int32(stateEnd))
 	}
+	return c.state
 }
 
-func (c *durationClock) current() durationState { return durationState(c.state.Load()) }
-
-// stop ends the run at once (an error or interrupt).
-func (c *durationClock) stop() {
-	if c.timer != nil {
-		c.timer.Stop()
-	}
-	c.state.Store(int32(stateEnd))
-}
+// stop ends the run at once.
+func (c *durationClock) stop() { c.state = stateEnd }

@@ -307,7 +307,7 @@ func (l *latRun) waitEvent() error {
 // print writes the run's row.
 func (l *latRun) print(w interface{ Write([]byte) (int, error) }) {
 	if l.clock != nil {
-		printLatDuration(w, l.o, l.size, l.sampled, l.clock.sampleStop.Load()-l.clock.sampleStart.Load())
+		printLatDuration(w, l.o, l.size, l.sampled, l.clock.sampleStop-l.clock.sampleStart)
 		return
 	}
 	printLatReport(w, l.o, l.size, l.iters, latReportOf(l.o, l.posted, l.delta))

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 )
 
 func main() {
@@ -36,6 +37,9 @@ func main() {
 
 // run is the whole program; it returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
+	if os.Getenv(envMallocs) == "1" {
+		runtime.MemProfileRate = 1 // see loopAllocs
+	}
 	t, ok := testByName(args[0])
 	rest := args[1:]
 	if !ok {
