@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"regexp"
@@ -259,5 +260,57 @@ func runPerftestCases(t *testing.T, cases []perftestCase) {
 				runPerftestCase(t, c, goServer)
 			})
 		}
+	}
+}
+
+// Ends started with different parameters fail within the Go tool's limit
+// with a message instead of hanging (perftest itself does not check; the
+// C end may hang, and is killed by its timeout).
+func TestPerftestMismatch(t *testing.T) {
+	devs := devices(t, 2)
+	for _, c := range []struct {
+		name          string
+		goServer      bool
+		tool          string
+		goArgs, cArgs []string
+		want          string
+	}{
+		{"C client sends 64 KiB into Go's 4 KiB receives", true, "ib_send_bw", []string{"-s", "4096", "-n", "100"}, []string{"-s", "65536", "-n", "100"}, "Completion with error"},
+		{"Go client sends 64 KiB into C's 4 KiB receives", false, "ib_send_bw", []string{"-s", "65536", "-n", "100"}, []string{"-s", "4096", "-n", "100"}, "Completion with error"},
+		{"Go server waits for 200 messages of 100", true, "ib_send_bw", []string{"-s", "1024", "-n", "200"}, []string{"-s", "1024", "-n", "100"}, "no completion"},
+		{"Go client and C server with other QP counts", false, "ib_write_bw", []string{"-q", "2", "-n", "100"}, []string{"-q", "1", "-n", "100"}, "sent nothing"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			port := 18600 + int(perftestPort.Add(1))
+			goEnd := perftestEnd{goTool: true, env: []string{"PERFTEST_TIMEOUT=8s"}}
+			var s, cl *peer
+			start := time.Now()
+			if c.goServer {
+				s = startPerftest(t, goEnd, c.tool, devs[0], port, c.goArgs, "")
+				waitListening(t, s, port, 30*time.Second)
+				cl = startPerftest(t, perftestEnd{}, c.tool, devs[1], port, c.cArgs, "10.99.0.1")
+			} else {
+				s = startPerftest(t, perftestEnd{}, c.tool, devs[0], port, c.cArgs, "")
+				waitListening(t, s, port, 30*time.Second)
+				cl = startPerftest(t, goEnd, c.tool, devs[1], port, c.goArgs, "10.99.0.1")
+			}
+			g := cl
+			if c.goServer {
+				g = s
+			}
+			<-g.done
+			took := time.Since(start)
+			if g.err == nil {
+				t.Fatalf("the Go end succeeded:\n%s", g.out.String())
+			}
+			if errors.Is(g.err, context.DeadlineExceeded) || took > 2*time.Minute {
+				t.Fatalf("the Go end hung (%v):\n%s", took, g.out.String())
+			}
+			if !strings.Contains(g.out.String(), c.want) {
+				t.Fatalf("the Go end failed without %q:\n%s", c.want, g.out.String())
+			}
+			lines := strings.Split(strings.TrimSpace(g.out.String()), "\n")
+			t.Logf("Go end failed after %v: %s", took.Round(time.Millisecond), lines[len(lines)-1])
+		})
 	}
 }

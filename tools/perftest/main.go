@@ -20,7 +20,12 @@
 // Unlike the C tools, a run whose completions stop for 30 s (a peer with
 // other parameters, or gone) ends with an error instead of hanging, and
 // every exchange with the peer is bounded by a minute while it is expected
-// to answer at once. -R and -z (RDMA CM) are refused.
+// to answer at once (PERFTEST_TIMEOUT, a Go duration, sets both limits).
+// -R and -z (RDMA CM) are refused.
+//
+// For tests: PERFTEST_MALLOCS=1 reports each measured loop's heap
+// allocations, PERFTEST_TARGET=1 what the peer left in the target windows,
+// PERFTEST_CPUPROFILE=<file> profiles the measured loops.
 package main
 
 import (
@@ -29,6 +34,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"time"
 )
 
 func main() {
@@ -39,6 +45,14 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	if os.Getenv(envMallocs) == "1" {
 		runtime.MemProfileRate = 1 // see loopAllocs
+	}
+	if v := os.Getenv(envTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			fmt.Fprintf(stderr, "perftest: %s=%q is no positive duration\n", envTimeout, v)
+			return 1
+		}
+		exchangeTimeout, stallLimit = d, d
 	}
 	t, ok := testByName(args[0])
 	rest := args[1:]

@@ -120,6 +120,19 @@ func runTest(o *options, stdout, stderr io.Writer) (err error) {
 	}
 }
 
+// runWait is how long a server waits for the client's whole run: the
+// duration and the usual limit for a timed run, ten times the limit for a
+// counted one, for ever with --run_infinitely.
+func (t *tool) runWait() time.Duration {
+	switch {
+	case t.o.method == runInfinitely:
+		return 0
+	case t.o.durationMode():
+		return time.Duration(t.o.duration)*time.Second + exchangeTimeout
+	}
+	return 10 * exchangeTimeout
+}
+
 // shakeAll trades every QP's record, filling t.rem; with print set it
 // prints the peer's.
 func (t *tool) shakeAll(print bool) error {
@@ -269,7 +282,7 @@ func (t *tool) rdmaBW() error {
 		// The half-duplex server waits for the client's run and prints the
 		// client's report.
 		x := t.s.x.(*tcpExchanger)
-		x.timeout = 0
+		x.timeout = t.runWait()
 		err := t.shake()
 		x.timeout = exchangeTimeout
 		if err != nil {
@@ -408,7 +421,7 @@ func (t *tool) rdmaLat() error {
 	if o.test.verb != verbWrite && !client {
 		// The read/atomic server only waits for the client to finish.
 		x := t.s.x.(*tcpExchanger)
-		x.timeout = 0
+		x.timeout = t.runWait()
 		err := t.s.closeConnection(t.my[0])
 		if err == nil && o.output == outputFull {
 			fmt.Fprint(t.stdout, resultLine)
@@ -510,6 +523,7 @@ const (
 	envMallocs = "PERFTEST_MALLOCS"
 	envTarget  = "PERFTEST_TARGET"
 	envProfile = "PERFTEST_CPUPROFILE"
+	envTimeout = "PERFTEST_TIMEOUT"
 )
 
 // measure runs a measured loop, counting its heap allocations when

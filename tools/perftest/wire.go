@@ -44,8 +44,9 @@ type tcpExchanger struct {
 
 // exchangeTimeout bounds each exchange while the peer is expected to
 // answer at once; a peer whose parameters differ stops answering and the
-// run fails instead of hanging.
-const exchangeTimeout = 60 * time.Second
+// run fails instead of hanging. PERFTEST_TIMEOUT (a Go duration) changes
+// it and stallLimit.
+var exchangeTimeout = 60 * time.Second
 
 // dialExchanger connects to the server, retrying for a while as perftest
 // does not (it fails at once) but a script starting both ends needs.
