@@ -86,6 +86,16 @@ func startPerftest(t *testing.T, e perftestEnd, tool, dev string, port int, args
 // same args and returns both outputs; it fails the test unless both exit 0.
 func runPerftestPair(t *testing.T, srv, cli perftestEnd, tool string, args ...string) (string, string) {
 	t.Helper()
+	so, co, err := tryPerftestPair(t, srv, cli, tool, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return so, co
+}
+
+// tryPerftestPair is runPerftestPair returning the failure instead.
+func tryPerftestPair(t *testing.T, srv, cli perftestEnd, tool string, args ...string) (string, string, error) {
+	t.Helper()
 	devs := devices(t, 2)
 	port := 18600 + int(perftestPort.Add(1))
 	s := startPerftest(t, srv, tool, devs[0], port, args, "")
@@ -94,9 +104,9 @@ func runPerftestPair(t *testing.T, srv, cli perftestEnd, tool string, args ...st
 	<-c.done
 	<-s.done
 	if s.err != nil || c.err != nil {
-		t.Fatalf("%s %v: server (go=%v) %v, client (go=%v) %v\n--- server\n%s\n--- client\n%s", tool, args, srv.goTool, s.err, cli.goTool, c.err, s.out.String(), c.out.String())
+		return "", "", fmt.Errorf("%s %v: server (go=%v) %v, client (go=%v) %v\n--- server\n%s\n--- client\n%s", tool, args, srv.goTool, s.err, cli.goTool, c.err, s.out.String(), c.out.String())
 	}
-	return s.out.String(), c.out.String()
+	return s.out.String(), c.out.String(), nil
 }
 
 // checkRow finds the table's last row in out (with -a, the largest size)

@@ -56,6 +56,12 @@ func runTest(o *options, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	if o.conn == qp.UD && o.size > mtuBytes(mtu) { // check_link
+		if o.method == runAll {
+			fmt.Fprintf(stderr, " Max msg size in UD is MTU %d\n Changing to this MTU\n", mtuBytes(mtu))
+		}
+		o.size = mtuBytes(mtu)
+	}
 	var x *tcpExchanger
 	if o.server == "" {
 		if o.output == outputFull {
@@ -91,16 +97,17 @@ func runTest(o *options, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	mtu = min(mtu, peerMTU)
+	if o.conn == qp.UD && o.size > mtuBytes(mtu) { // check_mtu
+		if o.method != runAll && o.sizeSet {
+			return errors.New(" Max message size in UD cannot be greater than MTU ")
+		}
+		fmt.Fprintf(stderr, " Max msg size in UD is MTU %d\n Changing to this MTU\n", mtuBytes(mtu))
+		o.size = mtuBytes(mtu)
+	}
 	if t.e, err = newEnd(o, t.d, max(int(cycle), pageSize), max(int(line), cacheLine), mtu); err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, t.e.Close()) }()
-	if o.conn == qp.UD && o.test.verb == verbSend {
-		if limit := mtuBytes(mtu); o.size > limit && o.method != runAll {
-			fmt.Fprint(stdout, resultLine)
-			return fmt.Errorf(" Max msg size in UD is MTU %d\n Changing to this MTU", limit)
-		}
-	}
 	t.my = t.e.localDests()
 	t.rem = make([]dest, len(t.my))
 	if os.Getenv(envTarget) == "1" {
