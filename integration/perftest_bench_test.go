@@ -55,7 +55,7 @@ func benchPerftestRun(t *testing.T, r perftestBenchRow, goEnd, goIsServer bool) 
 	var so, co string
 	for try := 1; ; try++ {
 		var err error
-		if so, co, err = tryPerftestPair(t, srv, cli, r.tool, args...); err == nil {
+		if so, co, err = tryPerftestPair(t, srv, cli, r.tool, nil, args...); err == nil {
 			break
 		}
 		// rxe fails a run now and then, C against C too (seen: ib_send_bw

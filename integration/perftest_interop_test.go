@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -55,9 +56,9 @@ func startPerftest(t *testing.T, e perftestEnd, tool, dev string, port int, args
 		return startPeer(t, 3*time.Minute, "strace", append([]string{"-c", "-f", cmd}, full...)...)
 	}
 	if !e.goTool {
-		return startPeer(t, 3*time.Minute, tool, full...)
+		return startPeer(t, 6*time.Minute, tool, full...)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	p := &peer{name: "go " + tool, done: make(chan struct{})}
 	p.cmd = exec.CommandContext(ctx, goPerftest, full...)
 	p.cmd.Args[0] = tool // argv[0], as a link named after the test gives it, selects the test
@@ -86,7 +87,7 @@ func startPerftest(t *testing.T, e perftestEnd, tool, dev string, port int, args
 // same args and returns both outputs; it fails the test unless both exit 0.
 func runPerftestPair(t *testing.T, srv, cli perftestEnd, tool string, args ...string) (string, string) {
 	t.Helper()
-	so, co, err := tryPerftestPair(t, srv, cli, tool, args...)
+	so, co, err := tryPerftestPair(t, srv, cli, tool, nil, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,13 +95,14 @@ func runPerftestPair(t *testing.T, srv, cli perftestEnd, tool string, args ...st
 }
 
 // tryPerftestPair is runPerftestPair returning the failure instead.
-func tryPerftestPair(t *testing.T, srv, cli perftestEnd, tool string, args ...string) (string, string, error) {
+// cliExtra are options for the client only.
+func tryPerftestPair(t *testing.T, srv, cli perftestEnd, tool string, cliExtra []string, args ...string) (string, string, error) {
 	t.Helper()
 	devs := devices(t, 2)
 	port := 18600 + int(perftestPort.Add(1))
 	s := startPerftest(t, srv, tool, devs[0], port, args, "")
 	waitListening(t, s, port, 30*time.Second)
-	c := startPerftest(t, cli, tool, devs[1], port, args, "10.99.0.1")
+	c := startPerftest(t, cli, tool, devs[1], port, append(slices.Clone(args), cliExtra...), "10.99.0.1")
 	<-c.done
 	<-s.done
 	if s.err != nil || c.err != nil {
@@ -137,11 +139,13 @@ func checkRow(t *testing.T, who, out string, lat bool, size, iters int) []float6
 }
 
 type perftestCase struct {
-	tool  string
-	args  []string
-	size  int
-	iters int // as the BW row counts them (× QPs); 0 for timed runs
-	lat   bool
+	tool string
+	args []string
+	// cliExtra are options for the client only.
+	cliExtra []string
+	size     int
+	iters    int // as the BW row counts them (× QPs); 0 for timed runs
+	lat      bool
 	// cNoRow: the C end of this direction prints no row (the read/atomic
 	// latency server).
 	target func(t *testing.T, sum uint64, nonzero, size int)
@@ -192,7 +196,10 @@ func TestPerftestInterop(t *testing.T) {
 func runPerftestCase(t *testing.T, c perftestCase, goServer bool) {
 	srv := perftestEnd{goTool: goServer, env: []string{"PERFTEST_TARGET=1", "PERFTEST_MALLOCS=1"}}
 	cli := perftestEnd{goTool: !goServer, env: []string{"PERFTEST_MALLOCS=1"}}
-	so, co := runPerftestPair(t, srv, cli, c.tool, c.args...)
+	so, co, err := tryPerftestPair(t, srv, cli, c.tool, c.cliExtra, c.args...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	goOut, cOut := so, co
 	if !goServer {
 		goOut, cOut = co, so
@@ -236,6 +243,20 @@ func TestPerftestInteropAll(t *testing.T) {
 		{tool: "ib_send_lat", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5, lat: true},
 		{tool: "ib_write_lat", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5, lat: true},
 		{tool: "ib_send_bw", args: []string{"-a", "-c", "UD", "-n", "5"}, size: 1024, iters: 5},
+	})
+}
+
+// TestPerftestInteropRDMACM runs -R both ways: the exchange over an RDMA
+// CM connection (SENDs of perftest's binary records), then a second CM
+// connection on the same port for the test QP.
+func TestPerftestInteropRDMACM(t *testing.T) {
+	src := []string{"--source_ip", "10.99.0.2"}
+	runPerftestCases(t, []perftestCase{
+		{tool: "ib_send_bw", args: []string{"-R", "-s", "4096", "-n", "200"}, cliExtra: src, size: 4096, iters: 200},
+		{tool: "ib_write_bw", args: []string{"-R", "-s", "4096", "-n", "200"}, cliExtra: src, size: 4096, iters: 200},
+		{tool: "ib_read_bw", args: []string{"-R", "-s", "4096", "-n", "200"}, cliExtra: src, size: 4096, iters: 200},
+		{tool: "ib_send_lat", args: []string{"-R", "-n", "200"}, cliExtra: src, size: 2, iters: 200, lat: true},
+		{tool: "ib_write_lat", args: []string{"-R", "-n", "200"}, cliExtra: src, size: 2, iters: 200, lat: true},
 	})
 }
 

@@ -45,8 +45,10 @@ type bwRun struct {
 	wc      [pollBatch]cq.WC
 	clock   *durationClock
 	// totS, totC and totR count requests posted, completed and
-	// received over all QPs.
-	totS, totC, totR int
+	// received over all QPs; tot is what the run posts in all.
+	totS, totC, totR, tot int
+	// recvPolling says a failed completion came from the receive CQ.
+	recvPolling bool
 	// sampled counts the completions in a timed run's sampling window.
 	sampled int
 	// lastProgress and idle drive the stall check.
@@ -243,30 +245,17 @@ func (r *bwRun) sendSide(i int) (int, error) {
 }
 
 // pollSends takes send completions (each counts cq_mod requests) and
-// records when they arrived.
+// records when they arrived; on a CQ shared with the receives (-R) it
+// takes those too.
 func (r *bwRun) pollSends(tot int) (int, error) {
+	r.tot = tot
 	ne, err := r.e.sendCQ.Poll(r.wc[:])
 	if err != nil {
 		return 0, fmt.Errorf("poll CQ failed: %w", err)
 	}
-	o := r.o
 	for k := range ne {
-		w := &r.wc[k]
-		if w.Status != cq.Success {
-			return 0, fmt.Errorf(" Completion with error at client\n Failed status %d: wr_id %d syndrom 0x%x\n scnt=%d, ccnt=%d (%v)", w.Status, w.WRID, w.VendorErr, r.totS, r.totC, w.Status)
-		}
-		id := int(w.WRID)
-		r.ccnt[id] += o.cqMod
-		r.totC += o.cqMod
-		if !o.noPeak {
-			if r.totC > tot {
-				r.times.completed[tot-1] = now()
-			} else {
-				r.times.completed[r.totC-1] = now()
-			}
-		}
-		if r.clock != nil && r.clock.current() == stateSample {
-			r.sampled += o.cqMod
+		if err := r.complete(&r.wc[k], nil); err != nil {
+			return 0, err
 		}
 	}
 	if ne > 0 {
@@ -275,42 +264,76 @@ func (r *bwRun) pollSends(tot int) (int, error) {
 	return ne, nil
 }
 
+// complete handles one completion, a send's or a receive's.
+func (r *bwRun) complete(w *cq.WC, onFirst func()) error {
+	if w.Opcode.IsRecv() || (w.Status != cq.Success && r.e.sendCQ != r.e.recvCQ && r.recvPolling) {
+		return r.received(w, onFirst)
+	}
+	o := r.o
+	if w.Status != cq.Success {
+		return fmt.Errorf(" Completion with error at client\n Failed status %d: wr_id %d syndrom 0x%x\n scnt=%d, ccnt=%d (%v)", w.Status, w.WRID, w.VendorErr, r.totS, r.totC, w.Status)
+	}
+	id := int(w.WRID)
+	r.ccnt[id] += o.cqMod
+	r.totC += o.cqMod
+	if !o.noPeak {
+		if r.totC > r.tot {
+			r.times.completed[r.tot-1] = now()
+		} else {
+			r.times.completed[r.totC-1] = now()
+		}
+	}
+	if r.clock != nil && r.clock.current() == stateSample {
+		r.sampled += o.cqMod
+	}
+	return nil
+}
+
 // pollRecvs takes receive completions and re-posts while more messages
 // are due (run_iter_bw_server's inner loop); onFirst runs at the first.
+// On a CQ shared with the sends (-R) it takes those too.
 func (r *bwRun) pollRecvs(onFirst func()) (int, error) {
+	r.recvPolling = true
+	defer func() { r.recvPolling = false }()
 	ne, err := r.e.recvCQ.Poll(r.wc[:])
 	if err != nil {
 		return 0, fmt.Errorf("Poll Receive CQ failed: %w", err)
 	}
-	if ne == 0 {
-		return 0, nil
+	for k := range ne {
+		if err := r.complete(&r.wc[k], onFirst); err != nil {
+			return 0, err
+		}
 	}
+	if ne > 0 {
+		r.progress()
+	}
+	return ne, nil
+}
+
+// received handles one receive completion.
+func (r *bwRun) received(w *cq.WC, onFirst func()) error {
 	if r.totR == 0 && onFirst != nil {
 		onFirst()
 	}
+	if w.Status != cq.Success {
+		return fmt.Errorf(" Completion with error at server\n Failed status %d: wr_id %d syndrom 0x%x\n rcnt=%d (%v)", w.Status, w.WRID, w.VendorErr, r.totR, w.Status)
+	}
+	id := int(w.WRID)
+	r.totR++
 	timed := r.clock != nil
-	for k := range ne {
-		w := &r.wc[k]
-		if w.Status != cq.Success {
-			return 0, fmt.Errorf(" Completion with error at server\n Failed status %d: wr_id %d syndrom 0x%x\n rcnt=%d (%v)", w.Status, w.WRID, w.VendorErr, r.totR, w.Status)
+	if timed && r.clock.current() == stateSample {
+		r.sampled++
+	}
+	if timed || r.rposted[id]+1 <= r.iters {
+		if err := r.e.qps[id].PostRecv(r.recv[id][:]); err != nil {
+			return fmt.Errorf("Couldn't post recv Qp=%d rcnt=%d: %w", id, r.totR, err)
 		}
-		id := int(w.WRID)
-		r.totR++
-		if timed && r.clock.current() == stateSample {
-			r.sampled++
-		}
-		if timed || r.rposted[id]+1 <= r.iters {
-			if err := r.e.qps[id].PostRecv(r.recv[id][:]); err != nil {
-				return 0, fmt.Errorf("Couldn't post recv Qp=%d rcnt=%d: %w", id, r.totR, err)
-			}
-			r.rposted[id]++
-			if r.recvSize() <= r.e.cycle/2 {
-				r.rsge[id][0].Addr = r.nextAddr(r.rsge[id][0].Addr, r.rposted[id]-1, r.rxAddr[id])
-			}
+		r.rposted[id]++
+		if r.recvSize() <= r.e.cycle/2 {
+			r.rsge[id][0].Addr = r.nextAddr(r.rsge[id][0].Addr, r.rposted[id]-1, r.rxAddr[id])
 		}
 	}
-	r.progress()
-	return ne, nil
+	return nil
 }
 
 // client is run_iter_bw: keep tx_depth requests outstanding on every QP

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -96,6 +97,7 @@ type options struct {
 	sl         uint8
 	tclass     uint8
 	hopLimit   uint8
+	sourceIP   string // --source_ip: the address RDMA CM connects from
 }
 
 // durationMode says the run is timed (-D or --run_infinitely) rather than
@@ -123,6 +125,7 @@ const (
 	optUseOldPostSend
 	optRetryCount
 	optPKeyIndex
+	optSourceIP
 )
 
 var optionSpecs = []getopt.Spec{
@@ -167,6 +170,7 @@ var optionSpecs = []getopt.Spec{
 	{Short: optUseOldPostSend, Long: "use_old_post_send"},
 	{Short: optRetryCount, Long: "retry_count", Arg: true},
 	{Short: optPKeyIndex, Long: "pkey_index", Arg: true},
+	{Short: optSourceIP, Long: "source_ip", Arg: true},
 }
 
 // errExit is a refusal already explained on stderr: exit 1, say nothing
@@ -413,6 +417,11 @@ func (o *options) set(c rune, arg string, stdout io.Writer) (err error) {
 		}
 	case optDontXchgVersions:
 		o.noVersions = true
+	case optSourceIP:
+		if _, err := parseIP(arg); err != nil {
+			return err
+		}
+		o.sourceIP = arg
 	case optUseOldPostSend, optRetryCount, optPKeyIndex:
 		// accepted for command-line compatibility; nothing changes here
 	}
@@ -499,6 +508,12 @@ func (o *options) forceDependencies(stdout io.Writer) error {
 			return errExit
 		}
 		o.commRDMACM = true
+		if o.numQPs > 1 {
+			return errors.New(" -R with more than one QP is not supported by this perftest")
+		}
+		if o.conn == qp.UD {
+			return errors.New(" -R with UD is not supported by this perftest")
+		}
 	}
 	if t.verb == verbSend && t.bw && o.server == "" && !o.duplex {
 		o.noPeak = true
@@ -530,4 +545,13 @@ func (o *options) forceDependencies(stdout io.Writer) error {
 		return errors.New("please check that DURATION > 2*MARGIN")
 	}
 	return nil
+}
+
+// parseIP reads --source_ip.
+func parseIP(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf(" Invalid source IP %q", s)
+	}
+	return a, nil
 }

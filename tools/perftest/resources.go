@@ -9,6 +9,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/qp/rdmacm"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -136,6 +137,9 @@ type end struct {
 	cycle    int // the agreed cycle buffer
 	line     int // the agreed cache line size
 	mtu      int // the agreed MTU enum
+	// cm is the RDMA CM connection whose PD, CQ and QP the end uses
+	// (-R); it owns them, so Close leaves them to it.
+	cm *rdmacm.Conn
 }
 
 // bufferSize is perftest's BUFF_SIZE(size, cycle_buffer).
@@ -151,9 +155,11 @@ func inc(size, line int) int {
 
 // newEnd creates the objects in perftest's ctx_init order: the buffer
 // (two slices per QP: what it sends from, and its target window), the
-// channel for -e, PD, MR, CQs and QPs in RESET.
-func newEnd(o *options, d *device, cycle, line, mtu int) (e *end, err error) {
-	e = &end{o: o, d: d, cycle: cycle, line: line, mtu: mtu, buffSize: bufferSize(o.size, cycle)}
+// channel for -e, PD, MR, CQs and QPs in RESET. With an RDMA CM
+// connection (-R) the MR goes on its PD and its QP and CQ (one for sends
+// and receives) are the end's.
+func newEnd(o *options, d *device, cm *rdmacm.Conn, cycle, line, mtu int) (e *end, err error) {
+	e = &end{o: o, d: d, cm: cm, cycle: cycle, line: line, mtu: mtu, buffSize: bufferSize(o.size, cycle)}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, e.Close())
@@ -169,13 +175,18 @@ func newEnd(o *options, d *device, cycle, line, mtu int) (e *end, err error) {
 	for i := range b {
 		b[i] = byte(rand.Uint32())
 	}
-	if o.events {
+	if cm != nil {
+		e.ch, e.pd, e.sendCQ, e.recvCQ, e.qps = cm.CompChannel(), cm.PD(), cm.CQ(), cm.CQ(), []*qp.QP{cm.QP()}
+	}
+	if o.events && cm == nil {
 		if e.ch, err = cq.NewChannel(d.ctx); err != nil {
 			return e, fmt.Errorf("Couldn't create completion channel: %w", err)
 		}
 	}
-	if e.pd, err = d.ctx.AllocPD(); err != nil {
-		return e, fmt.Errorf("Couldn't allocate PD: %w", err)
+	if cm == nil {
+		if e.pd, err = d.ctx.AllocPD(); err != nil {
+			return e, fmt.Errorf("Couldn't allocate PD: %w", err)
+		}
 	}
 	access := uverbs.AccessLocalWrite
 	switch o.test.verb {
@@ -188,6 +199,9 @@ func newEnd(o *options, d *device, cycle, line, mtu int) (e *end, err error) {
 	}
 	if e.mr, err = e.pd.RegisterMR(e.buf, access); err != nil {
 		return e, fmt.Errorf("Couldn't allocate MR: %w", err)
+	}
+	if cm != nil {
+		return e, nil
 	}
 	tx := o.txDepth
 	rx := o.rxDepth
@@ -293,9 +307,19 @@ func (e *end) connect(my, rem []dest) error {
 	return nil
 }
 
-// Close releases everything in reverse order of creation.
+// Close releases everything in reverse order of creation (of an -R end,
+// the MR and the buffer: the connection owns the rest).
 func (e *end) Close() error {
 	var errs []error
+	if e.cm != nil {
+		if e.mr != nil {
+			errs = append(errs, e.mr.Close())
+		}
+		if e.buf != nil {
+			errs = append(errs, e.buf.Close())
+		}
+		return errors.Join(errs...)
+	}
 	for _, ah := range e.ahs {
 		errs = append(errs, ah.Close())
 	}

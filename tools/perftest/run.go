@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/qp/rdmacm"
 )
 
 // pageSize and cacheLine are what this side announces in check_sys_data;
@@ -30,14 +31,12 @@ type tool struct {
 	e      *end
 	my     []dest
 	rem    []dest
+	cm     *rdmacm.Conn // -R: the test QP's connection
 }
 
 // runTest runs the test o describes and returns nil when it succeeded.
 func runTest(o *options, stdout, stderr io.Writer) (err error) {
 	t := &tool{o: o, stdout: stdout, stderr: stderr}
-	if o.rdmaCM || o.commRDMACM {
-		return errors.New(" -R/-z (RDMA CM) are not available in this build: the exchange runs over TCP only")
-	}
 	if t.d, err = openDevice(o, stdout, stderr); err != nil {
 		return err
 	}
@@ -62,20 +61,25 @@ func runTest(o *options, stdout, stderr io.Writer) (err error) {
 		}
 		o.size = mtuBytes(mtu)
 	}
-	var x *tcpExchanger
-	if o.server == "" {
-		if o.output == outputFull {
-			fmt.Fprint(stdout, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
-		}
+	var x exchanger
+	if o.server == "" && o.output == outputFull {
+		fmt.Fprint(stdout, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
+	}
+	switch {
+	case o.commRDMACM && o.server == "":
+		x, err = acceptCM(o.port)
+	case o.commRDMACM:
+		x, err = dialCM(o.server, o.port, o.sourceIP)
+	case o.server == "":
 		x, err = acceptExchanger(o.port)
-	} else {
+	default:
 		x, err = dialExchanger(o.server, o.port)
 	}
 	if err != nil {
 		return fmt.Errorf("%w\n Unable to init the socket connection", err)
 	}
 	defer func() { err = errors.Join(err, x.Close()) }()
-	t.s = &session{x: x}
+	t.s = &session{x: x, gidIndex: o.gidIndex}
 	if o.test.verb == verbWrite && o.test.bw {
 		time.Sleep(time.Second) // ib_write_bw sleeps here
 	}
@@ -104,7 +108,15 @@ func runTest(o *options, stdout, stderr io.Writer) (err error) {
 		fmt.Fprintf(stderr, " Max msg size in UD is MTU %d\n Changing to this MTU\n", mtuBytes(mtu))
 		o.size = mtuBytes(mtu)
 	}
-	if t.e, err = newEnd(o, t.d, max(int(cycle), pageSize), max(int(line), cacheLine), mtu); err != nil {
+	if o.rdmaCM {
+		conn, err := t.connectCM(mtu)
+		if err != nil {
+			return err
+		}
+		t.cm = conn
+		defer func() { err = errors.Join(err, conn.Close()) }()
+	}
+	if t.e, err = newEnd(o, t.d, t.cm, max(int(cycle), pageSize), max(int(line), cacheLine), mtu); err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, t.e.Close()) }()
@@ -125,6 +137,14 @@ func runTest(o *options, stdout, stderr io.Writer) (err error) {
 	default:
 		return t.rdmaLat()
 	}
+}
+
+// connect is ctx_connect, which -R leaves to the CM.
+func (t *tool) connect() error {
+	if t.o.rdmaCM {
+		return nil
+	}
+	return t.e.connect(t.my, t.rem)
 }
 
 // runWait is how long a server waits for the client's whole run: the
@@ -204,7 +224,7 @@ func (t *tool) sendBW() error {
 	if err := t.shakeAll(false); err != nil {
 		return err
 	}
-	if err := t.e.connect(t.my, t.rem); err != nil {
+	if err := t.connect(); err != nil {
 		return err
 	}
 	if err := t.shake(); err != nil {
@@ -274,7 +294,7 @@ func (t *tool) rdmaBW() error {
 	if err := t.shakeAll(false); err != nil {
 		return err
 	}
-	if err := t.e.connect(t.my, t.rem); err != nil {
+	if err := t.connect(); err != nil {
 		return err
 	}
 	t.printLocal()
@@ -288,10 +308,9 @@ func (t *tool) rdmaBW() error {
 	if !client && !o.duplex {
 		// The half-duplex server waits for the client's run and prints the
 		// client's report.
-		x := t.s.x.(*tcpExchanger)
-		x.timeout = t.runWait()
+		t.s.x.setTimeout(t.runWait())
 		err := t.shake()
-		x.timeout = exchangeTimeout
+		t.s.x.setTimeout(exchangeTimeout)
 		if err != nil {
 			return err
 		}
@@ -372,7 +391,7 @@ func (t *tool) sendLat() error {
 	if err := t.shakeAll(false); err != nil {
 		return err
 	}
-	if err := t.e.connect(t.my, t.rem); err != nil {
+	if err := t.connect(); err != nil {
 		return err
 	}
 	if err := t.shake(); err != nil {
@@ -415,7 +434,7 @@ func (t *tool) rdmaLat() error {
 	if err := t.shakeAll(false); err != nil {
 		return err
 	}
-	if err := t.e.connect(t.my, t.rem); err != nil {
+	if err := t.connect(); err != nil {
 		return err
 	}
 	t.printLocal()
@@ -427,8 +446,7 @@ func (t *tool) rdmaLat() error {
 	}
 	if o.test.verb != verbWrite && !client {
 		// The read/atomic server only waits for the client to finish.
-		x := t.s.x.(*tcpExchanger)
-		x.timeout = t.runWait()
+		t.s.x.setTimeout(t.runWait())
 		err := t.s.closeConnection(t.my[0])
 		if err == nil && o.output == outputFull {
 			fmt.Fprint(t.stdout, resultLine)

@@ -32,6 +32,8 @@ type exchanger interface {
 	exchange(mine, theirs []byte) error
 	// send writes a message nobody reads (the closing "done").
 	send(msg []byte) error
+	// setTimeout changes the limit of each exchange (0: none).
+	setTimeout(d time.Duration)
 	Close() error
 }
 
@@ -116,11 +118,14 @@ func (t *tcpExchanger) send(msg []byte) error {
 	return t.write(msg)
 }
 
+func (t *tcpExchanger) setTimeout(d time.Duration) { t.timeout = d }
+
 func (t *tcpExchanger) Close() error { return t.conn.Close() }
 
 // session is the exchange sequence both tools run, over an exchanger.
 type session struct {
 	x          exchanger
+	gidIndex   int // sent in the binary records
 	peerVer    float64
 	peerVerStr string
 }
@@ -173,8 +178,17 @@ func (s *session) exchangeMTU(mtu int) (int, error) {
 	return v, nil
 }
 
-// handShake trades address records (ctx_hand_shake).
+// handShake trades address records (ctx_hand_shake): text over TCP,
+// perftest's binary struct over RDMA CM.
 func (s *session) handShake(mine dest) (dest, error) {
+	if _, ok := s.x.(*cmExchanger); ok {
+		var m, t [cmDestLen]byte
+		mine.marshalBinary(m[:], s.gidIndex)
+		if err := s.x.exchange(m[:], t[:]); err != nil {
+			return dest{}, fmt.Errorf("Failed to exchange data between server and clients: %w", err)
+		}
+		return parseBinaryDest(t[:]), nil
+	}
 	var m, t [destLen]byte
 	mine.marshal(&m)
 	if err := s.x.exchange(m[:], t[:]); err != nil {
