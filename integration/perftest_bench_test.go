@@ -60,8 +60,13 @@ func benchPerftestRun(t *testing.T, r perftestBenchRow, goEnd, goIsServer bool) 
 		}
 		// rxe fails a run now and then, C against C too (seen: ib_send_bw
 		// 64 KiB, LOC_QP_OP_ERR at the server): counted and run again.
-		lines := strings.Split(err.Error(), "\n")
-		t.Logf("FAILED RUN (go=%v, go is server=%v, try %d): %s", goEnd, goIsServer, try, strings.Join(lines[:min(len(lines), 8)], " | "))
+		var why []string
+		for _, l := range strings.Split(err.Error(), "\n") {
+			if strings.Contains(l, "rror") || strings.Contains(l, "Failed") || strings.Contains(l, "status") {
+				why = append(why, strings.TrimSpace(l))
+			}
+		}
+		t.Logf("FAILED RUN (go=%v, go is server=%v, try %d): %s", goEnd, goIsServer, try, strings.Join(why, " | "))
 		if try == 3 {
 			return math.NaN()
 		}
