@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // perftestBenchRow is one row of the Go-vs-C perftest table.
@@ -29,9 +30,9 @@ func perftestBenchRows() []perftestBenchRow {
 			sizes = []int{8}
 		}
 		for _, s := range sizes {
-			n := map[int]int{8: 3000, 64: 3000, 4096: 1000, 65536: 150}[s]
+			n := map[int]int{8: 1000, 64: 1000, 4096: 500, 65536: 60}[s]
 			if lat {
-				n = map[int]int{8: 500, 64: 500, 4096: 300, 65536: 100}[s]
+				n = map[int]int{8: 200, 64: 200, 4096: 200, 65536: 50}[s]
 			}
 			rows = append(rows, perftestBenchRow{tool, s, n, lat})
 		}
@@ -98,9 +99,9 @@ func TestPerftestBench(t *testing.T) {
 		t.Skip("benchmark: runs with RXEVM_BENCH=1 (make bench-perftest)")
 	}
 	const rounds = 5
-	type cell struct{ goV, cV []float64 }
 	rows := perftestBenchRows()
-	cells := make([][2]cell, len(rows))
+	cells := make([][2]benchCell, len(rows))
+	start := time.Now()
 	for round := range rounds {
 		for i, r := range rows {
 			for side, goIsServer := range []bool{false, true} {
@@ -116,8 +117,21 @@ func TestPerftestBench(t *testing.T) {
 				}
 			}
 		}
-		t.Logf("round %d of %d done", round+1, rounds)
+		t.Logf("round %d of %d done after %v", round+1, rounds, time.Since(start).Round(time.Second))
+		// The medians so far, in case the run is cut short.
+		table, lines := perftestBenchTable(rows, cells, round+1)
+		if round+1 < rounds {
+			t.Logf("after %d rounds:\n%s%s", round+1, table, lines)
+		} else {
+			t.Logf("Go perftest vs C perftest (TCG VM, one boot):\n%s", table)
+			fmt.Print(lines)
+		}
 	}
+}
+
+// perftestBenchTable formats the medians of the rounds so far as a table
+// and as PERFTEST-RATIO lines.
+func perftestBenchTable(rows []perftestBenchRow, cells [][2]benchCell, rounds int) (string, string) {
 	var table, lines strings.Builder
 	fmt.Fprintf(&table, "| test | Go end | size | metric | Go (median of %d) | C (median) | Go/C | Go rounds | C rounds |\n|---|---|---|---|---|---|---|---|---|\n", rounds)
 	for i, r := range rows {
@@ -136,9 +150,11 @@ func TestPerftestBench(t *testing.T) {
 			fmt.Fprintf(&lines, "PERFTEST-RATIO test=%s size=%d metric=%s go=%.2f c=%.2f ratio=%.3f\n", name, r.size, metric, g, cm, g/cm)
 		}
 	}
-	t.Logf("Go perftest vs C perftest (TCG VM, one boot):\n%s", table.String())
-	fmt.Print(lines.String())
+	return table.String(), lines.String()
 }
+
+// benchCell holds one row's figures, Go's and C's, round by round.
+type benchCell struct{ goV, cV []float64 }
 
 // TestPerftestProfile runs the Go perftest client of a few rows with a CPU
 // profile (PERFTEST_CPUPROFILE) and prints it base64-encoded between

@@ -26,7 +26,8 @@ var (
 	perftestBWRow = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
 	// perftestLatRow is a latency table row: #bytes, #iterations and seven
 	// figures (t_min … 99.9%).
-	perftestLatRow = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
+	// perftest prints -nan for t_stdev when its int arithmetic overflows.
+	perftestLatRow = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+|-?nan)\s+([\d.]+)\s+([\d.]+)\s*$`)
 	// perftestTarget is the Go tool's PERFTEST_TARGET=1 line.
 	perftestTarget = regexp.MustCompile(`perftest: target window (\d+): (\d+) of (\d+) bytes non-zero, 8-byte words sum to (\d+)`)
 	perftestPort   atomic.Int32
