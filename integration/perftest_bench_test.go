@@ -165,7 +165,7 @@ func TestPerftestProfile(t *testing.T) {
 	if os.Getenv("RXEVM_BENCH") != "1" || os.Getenv("RXEVM_PROFILE") != "1" {
 		t.Skip("profile: runs with RXEVM_BENCH=1 RXEVM_PROFILE=1")
 	}
-	for _, r := range []perftestBenchRow{{"ib_send_bw", 64, 20000, false}, {"ib_send_lat", 64, 3000, true}, {"ib_write_bw", 4096, 5000, false}} {
+	for _, r := range []perftestBenchRow{{"ib_send_bw", 64, 5000, false}, {"ib_send_lat", 64, 500, true}, {"ib_write_bw", 4096, 1000, false}} {
 		args := []string{"-n", strconv.Itoa(r.iters), "-s", strconv.Itoa(r.size)}
 		for _, goIsServer := range []bool{false, true} {
 			prof := fmt.Sprintf("/tmp/%s-%v.prof", r.tool, goIsServer)

@@ -102,12 +102,17 @@ func tryPerftestPair(t *testing.T, srv, cli perftestEnd, tool string, cliExtra [
 	devs := devices(t, 2)
 	port := 18600 + int(perftestPort.Add(1))
 	s := startPerftest(t, srv, tool, devs[0], port, args, "")
-	if slices.Contains(args, "-R") {
+	switch {
+	case slices.Contains(args, "-R") && srv.goTool:
 		// No TCP listener: wait for the banner, printed just before the
 		// server listens on RDMA CM, and give it a moment.
 		waitOutput(t, s, "Waiting for client to connect", 30*time.Second)
 		time.Sleep(500 * time.Millisecond)
-	} else {
+	case slices.Contains(args, "-R"):
+		// The C server's banner stays in its stdout buffer: give it time
+		// to listen (the clients retry their connects as well).
+		time.Sleep(3 * time.Second)
+	default:
 		waitListening(t, s, port, 30*time.Second)
 	}
 	c := startPerftest(t, cli, tool, devs[1], port, append(slices.Clone(args), cliExtra...), "10.99.0.1")

@@ -251,7 +251,8 @@ func (x *cmExchanger) Close() error {
 // (one for sends and receives) and its PD come from the connection.
 func (t *tool) connectCM(mtu int) (*rdmacm.Conn, error) {
 	o := t.o
-	if err := t.shake(); err != nil {
+	// perftest's records here are its uninitialised my_dest: zeros.
+	if _, err := t.s.handShake(dest{}); err != nil {
 		return nil, err
 	}
 	co := rdmacm.Options{
@@ -293,7 +294,7 @@ func (t *tool) connectCM(mtu int) (*rdmacm.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("Failed to create RDMA CM connection: %w", err)
 	}
-	if err := t.shake(); err != nil {
+	if _, err := t.s.handShake(dest{}); err != nil {
 		return nil, errors.Join(err, conn.Close())
 	}
 	return conn, nil

@@ -9,8 +9,8 @@
 //	ib_send_bw [options] [host]            the same, as a link named after the test
 //
 // Options are perftest's (-d -i -x -p -s -n -a -D -t -r -Q -l -q -b -c -e
-// -o -A -F -m -u -N -I -C -H -U, --report_gbits, --run_infinitely,
-// --output, --dont_xchg_versions, ...), with its defaults, its refusals
+// -o -A -F -m -u -N -I -C -H -U -R -z, --report_gbits, --run_infinitely,
+// --output, --dont_xchg_versions, --source_ip, ...), with its defaults, its refusals
 // and its output: the header block, the address lines and the result
 // table, computed as perftest computes them (MB/sec are MiB/s; latencies
 // are halved round trips for send and write). Timestamps come from the
@@ -21,7 +21,9 @@
 // other parameters, or gone) ends with an error instead of hanging, and
 // every exchange with the peer is bounded by a minute while it is expected
 // to answer at once (PERFTEST_TIMEOUT, a Go duration, sets both limits).
-// -R and -z (RDMA CM) are refused.
+// -R runs the exchange and the test QP over RDMA CM (package qp/rdmacm),
+// for one RC QP (perftest refuses UC there; UD and -q > 1 are refused
+// here); -z only the exchange.
 //
 // For tests: PERFTEST_MALLOCS=1 reports each measured loop's heap
 // allocations, PERFTEST_TARGET=1 what the peer left in the target windows,
