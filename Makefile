@@ -9,7 +9,7 @@ RUN     ?= .
 ITIMEOUT ?= 20m
 export RXEVM_CACHE := $(CACHE)
 
-.PHONY: bench-perftest soak-server bench-server all setup demo test check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
+.PHONY: bench-perftest soak-server bench-server all setup demo test test-all itest-bare check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
 
 all: test
 
@@ -32,7 +32,19 @@ demo: setup
 	$(RXEVM) run -timeout 5m -- /usr/local/bin/rocev2-demo
 
 ## test: static checks, host unit tests (race detector), then the VM integration tests
-test: check unit itest itest-twovm itest-selfcheck itest-example
+test: check unit itest itest-twovm itest-selfcheck itest-example itest-bare
+
+## test-all: make test, then the suite on Debian 13's kernel (6.12, itest-matrix) and on arm64 (itest-arm64): every part runs and is timed, any failure fails it; what .ci/run runs
+TESTALL ?= test itest-matrix itest-arm64
+test-all:
+	@status=0; summary=""; \
+	for t in $(TESTALL); do \
+		start=$$(date +%s); \
+		$(MAKE) --no-print-directory $$t; rc=$$?; \
+		summary="$$summary\ntest-all: make $$t: exit $$rc after $$(( $$(date +%s) - start )) s"; \
+		[ $$rc -eq 0 ] || status=1; \
+	done; \
+	printf "$$summary\n"; exit $$status
 
 ## check: cgo-free, gofmt-clean, vet-clean on amd64 and arm64
 check:
@@ -73,6 +85,11 @@ itest-matrix:
 itest-twovm: setup
 	RXEVM_TOPOLOGY=twovm CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 -timeout $(ITIMEOUT) \
 		-exec '$(RXEVM) exec' -run 'TwoVM' -v ./integration/
+
+## itest-bare: the guest as a minimal host — rdma_rxe on disk, not loaded, no links — where rxe-link loads it (modules.dep, finit_module) and adds, lists and deletes a link
+itest-bare: setup
+	RXEVM_TOPOLOGY=none RXEVM_UNLOADED=rdma_rxe,crc32_generic CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 \
+		-timeout $(ITIMEOUT) -exec '$(RXEVM) exec' -run '^TestRxeLinkTool$$' -v ./integration/
 
 ## itest-example: the example module's tests, run the way another project runs them: go tool rxevm exec from its own directory
 itest-example: setup

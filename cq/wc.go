@@ -2,78 +2,121 @@ package cq
 
 import "github.com/pureverbs/pureverbs/rxe"
 
-// WC is a work completion. It is the rxe provider's decoded struct
-// ib_uverbs_wc, so that Poll copies straight out of the ring with no
-// conversion:
-//
-//	type WC struct {
-//		WRID         uint64  // the ID of the work request it completes
-//		Status       Status  // Success, or why the request failed
-//		Opcode       Opcode  // what completed; Opcode.IsRecv for receives
-//		VendorErr    uint32  // rxe sets none
-//		ByteLen      uint32  // bytes received (receives, RDMA READ)
-//		Imm          uint32  // immediate data, host order (Flags has WithImm), or the invalidated rkey (WithInvalidate)
-//		QPNum        uint32  // the local QP
-//		SrcQP        uint32  // the sending QP (UD receives)
-//		Flags        WCFlags // WithImm, WithInvalidate, GRH
-//		PKeyIndex    uint16
-//		SLID         uint16  // 0 on RoCE
-//		SL           uint8
-//		DLIDPathBits uint8
-//		PortNum      uint8
-//	}
+// WC is a work completion (struct ibv_wc): Poll fills one per completed
+// work request.
 //
 // Only WRID, Status, QPNum and VendorErr are valid in a completion whose
 // Status is not Success.
-type WC = rxe.WC
+type WC struct {
+	// WRID is the ID of the work request it completes (qp.SendWR.ID or
+	// qp.RecvWR.ID).
+	WRID uint64
+	// Status is Success, or why the request failed.
+	Status Status
+	// Opcode is what completed; Opcode.IsRecv tells receives.
+	Opcode Opcode
+	// VendorErr is the device's own error code; rxe sets none.
+	VendorErr uint32
+	// ByteLen is the number of bytes received (receives, RDMA READ); a UD
+	// receive counts the GRHLen-byte header in front of the payload.
+	ByteLen uint32
+	// Imm is the immediate data in host byte order when Flags has
+	// WithImm, or the invalidated rkey when it has WithInvalidate.
+	Imm uint32
+	// QPNum is the local QP's number.
+	QPNum uint32
+	// SrcQP is the sending QP (UD receives).
+	SrcQP uint32
+	// Flags are WithImm, WithInvalidate and GRH.
+	Flags     WCFlags
+	PKeyIndex uint16
+	SLID      uint16 // 0 on RoCE
+	SL        uint8
+	// DLIDPathBits and PortNum are as the kernel reports them.
+	DLIDPathBits uint8
+	PortNum      uint8
+}
 
-// Status is a completion status (enum ib_wc_status); String gives its name.
-type Status = rxe.WCStatus
+// Status is a completion status (enum ib_wc_status).
+type Status uint32
 
-// Opcode is the operation a completion reports; receive opcodes have the
-// Recv bit set (Opcode.IsRecv).
-type Opcode = rxe.WCOpcode
+// String is the status's IBV_WC_ name without the prefix, e.g. "SUCCESS",
+// "WR_FLUSH_ERR".
+func (s Status) String() string { return rxe.WCStatus(s).String() }
 
-// WCFlags are a completion's flags.
-type WCFlags = rxe.WCFlags
-
-// Completion statuses.
+// Completion statuses, the ones rdma_rxe produces.
 const (
-	Success        = rxe.WCSuccess
-	LocLenErr      = rxe.WCLocLenErr
-	LocQPOpErr     = rxe.WCLocQPOpErr
-	LocProtErr     = rxe.WCLocProtErr
-	WRFlushErr     = rxe.WCWRFlushErr
-	MWBindErr      = rxe.WCMWBindErr
-	BadRespErr     = rxe.WCBadRespErr
-	LocAccessErr   = rxe.WCLocAccessErr
-	RemInvReqErr   = rxe.WCRemInvReqErr
-	RemAccessErr   = rxe.WCRemAccessErr
-	RemOpErr       = rxe.WCRemOpErr
-	RetryExcErr    = rxe.WCRetryExcErr
-	RNRRetryExcErr = rxe.WCRNRRetryExcErr
-	FatalErr       = rxe.WCFatalErr
-	GeneralErr     = rxe.WCGeneralErr
+	Success        = Status(rxe.WCSuccess)
+	LocLenErr      = Status(rxe.WCLocLenErr)      // a receive too small for the message
+	LocQPOpErr     = Status(rxe.WCLocQPOpErr)     // a request the QP cannot execute
+	LocProtErr     = Status(rxe.WCLocProtErr)     // an SGE outside its region, or a bad lkey
+	WRFlushErr     = Status(rxe.WCWRFlushErr)     // flushed: the QP is in the error state
+	MWBindErr      = Status(rxe.WCMWBindErr)      // a memory window bind failed
+	BadRespErr     = Status(rxe.WCBadRespErr)     // an unexpected response from the peer
+	LocAccessErr   = Status(rxe.WCLocAccessErr)   // the local region lacks the access
+	RemInvReqErr   = Status(rxe.WCRemInvReqErr)   // the peer found the request invalid
+	RemAccessErr   = Status(rxe.WCRemAccessErr)   // the peer's rkey, range or access refused it
+	RemOpErr       = Status(rxe.WCRemOpErr)       // the peer failed to execute it
+	RetryExcErr    = Status(rxe.WCRetryExcErr)    // no ACK within the retries
+	RNRRetryExcErr = Status(rxe.WCRNRRetryExcErr) // the peer had no receive within the RNR retries
+	FatalErr       = Status(rxe.WCFatalErr)
+	GeneralErr     = Status(rxe.WCGeneralErr)
 )
+
+// Opcode is the operation a completion reports (enum ib_wc_opcode);
+// receive opcodes have the OpRecv bit set (IsRecv). Its String is the
+// IBV_WC_ name without "IBV_" ("WC_SEND"), so that it never reads like a
+// request's qp.SendOpcode ("WR_SEND").
+type Opcode uint32
+
+// String is the opcode's IBV_WC_ name without "IBV_", e.g. "WC_RECV".
+func (o Opcode) String() string { return rxe.WCOpcode(o).String() }
+
+// IsRecv reports whether the completion is for a receive work request.
+func (o Opcode) IsRecv() bool { return o&OpRecv != 0 }
 
 // Completion opcodes.
 const (
-	OpSend            = rxe.WCSend
-	OpRDMAWrite       = rxe.WCRDMAWrite
-	OpRDMARead        = rxe.WCRDMARead
-	OpCompSwap        = rxe.WCCompSwap
-	OpFetchAdd        = rxe.WCFetchAdd
-	OpBindMW          = rxe.WCBindMW
-	OpLocalInv        = rxe.WCLocalInv
-	OpFlush           = rxe.WCFlush       // kernel 6.2+
-	OpAtomicWrite     = rxe.WCAtomicWrite // kernel 6.2+
-	OpRecv            = rxe.WCRecv
-	OpRecvRDMAWithImm = rxe.WCRecvRDMAWithImm
+	OpSend            = Opcode(rxe.WCSend)      // a SEND, SEND_WITH_IMM or SEND_WITH_INV
+	OpRDMAWrite       = Opcode(rxe.WCRDMAWrite) // an RDMA WRITE (with or without immediate)
+	OpRDMARead        = Opcode(rxe.WCRDMARead)
+	OpCompSwap        = Opcode(rxe.WCCompSwap)
+	OpFetchAdd        = Opcode(rxe.WCFetchAdd)
+	OpBindMW          = Opcode(rxe.WCBindMW)
+	OpLocalInv        = Opcode(rxe.WCLocalInv)
+	OpFlush           = Opcode(rxe.WCFlush)           // kernel 6.2+
+	OpAtomicWrite     = Opcode(rxe.WCAtomicWrite)     // kernel 6.2+
+	OpRecv            = Opcode(rxe.WCRecv)            // a received SEND
+	OpRecvRDMAWithImm = Opcode(rxe.WCRecvRDMAWithImm) // a received RDMA WRITE_WITH_IMM
 )
+
+// WCFlags are a completion's flags (enum ib_wc_flags, the kernel's
+// numbering).
+type WCFlags uint32
 
 // Completion flags.
 const (
-	WithImm        = rxe.WCWithImm        // Imm holds immediate data (host order)
-	WithInvalidate = rxe.WCWithInvalidate // Imm holds the invalidated rkey
-	GRH            = rxe.WCGRH            // a GRH precedes a UD payload
+	GRH            = WCFlags(rxe.WCGRH)            // a GRH precedes a UD payload
+	WithImm        = WCFlags(rxe.WCWithImm)        // Imm holds immediate data (host order)
+	WithInvalidate = WCFlags(rxe.WCWithInvalidate) // Imm holds the invalidated rkey
 )
+
+// fill writes the provider's completion r into w.
+func (w *WC) fill(r *rxe.WC) {
+	*w = WC{
+		WRID:         r.WRID,
+		Status:       Status(r.Status),
+		Opcode:       Opcode(r.Opcode),
+		VendorErr:    r.VendorErr,
+		ByteLen:      r.ByteLen,
+		Imm:          r.Imm,
+		QPNum:        r.QPNum,
+		SrcQP:        r.SrcQP,
+		Flags:        WCFlags(r.Flags),
+		PKeyIndex:    r.PKeyIndex,
+		SLID:         r.SLID,
+		SL:           r.SL,
+		DLIDPathBits: r.DLIDPathBits,
+		PortNum:      r.PortNum,
+	}
+}

@@ -71,16 +71,16 @@ func TestAsyncPortEvents(t *testing.T) {
 func TestAsyncSQDrained(t *testing.T) {
 	a, b := pair(t, false, endOpts{})
 	for i := range 4 {
-		if err := b.qp.PostRecv([]qp.RecvWR{{ID: uint64(i), SGEs: []qp.SGE{sge(b, 0, 64)}}}); err != nil {
+		if err := b.qp.PostRecv([]qp.RecvWR{{ID: uint64(i), SGEs: []uverbs.SGE{sge(b, 0, 64)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	sendN(t, a, a.qp, 0, 4, 64)
-	if err := a.qp.Modify(&qp.Attr{State: qp.SQD, EnSQDAsyncNotify: true}, qp.AttrState|uverbs.QPAttrEnSQDAsyncNotify); err != nil {
+	if err := a.qp.Modify(&qp.Attr{State: qp.StateSQD, EnSQDAsyncNotify: true}, qp.AttrState|qp.AttrEnSQDAsyncNotify); err != nil {
 		t.Fatal(err)
 	}
 	ev, err := waitEvent(t, a.ctx, 10*time.Second)
-	if err != nil || ev.Type != uverbs.EventSQDrained || ev.QP != a.qp.Verbs() || ev.QP.Num() != a.qp.Num() {
+	if err != nil || ev.Type != uverbs.EventSQDrained || ev.Object != a.qp {
 		t.Fatalf("after SQD: %v, %v; want SQ drained on QP %#x", ev, err, a.qp.Num())
 	}
 	t.Logf("%v", ev)
@@ -99,7 +99,7 @@ func TestAsyncLastWQEReached(t *testing.T) {
 	ev, err := waitEvent(t, r.rx.ctx, 3*time.Second)
 	switch {
 	case kernelAtLeast(t, 6, 12):
-		if err != nil || ev.Type != uverbs.EventQPLastWQEReached || ev.QP != r.rxQPs[1].Verbs() {
+		if err != nil || ev.Type != uverbs.EventQPLastWQEReached || ev.Object != r.rxQPs[1] {
 			t.Fatalf("QP on SRQ to ERR: %v, %v; want last WQE reached on QP %#x", ev, err, r.rxQPs[1].Num())
 		}
 		t.Logf("%v", ev)

@@ -47,13 +47,13 @@ func TestQPConnect(t *testing.T) {
 		return p
 	}
 	const psnA, psnB = 0x123456, 0xabcdef
-	if err := a.qp.Connect(record(b, psnB), qp.ConnectOptions{SGIDIndex: uint8(a.gidIndex), PathMTU: a.port.ActiveMTU, SendPSN: psnA}); err != nil {
+	if err := a.qp.Connect(record(b, psnB), qp.ConnectOptions{SGID: a.sgid, PathMTU: a.port.ActiveMTU, SendPSN: psnA}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.qp.Connect(record(a, psnA), qp.ConnectOptions{SGIDIndex: uint8(b.gidIndex), PathMTU: b.port.ActiveMTU, SendPSN: psnB}); err != nil {
+	if err := b.qp.Connect(record(a, psnA), qp.ConnectOptions{SGID: b.sgid, PathMTU: b.port.ActiveMTU, SendPSN: psnB}); err != nil {
 		t.Fatal(err)
 	}
-	if a.qp.State() != qp.RTS || b.qp.State() != qp.RTS {
+	if a.qp.State() != qp.StateRTS || b.qp.State() != qp.StateRTS {
 		t.Fatalf("states after Connect: %v, %v", a.qp.State(), b.qp.State())
 	}
 	attr, err := a.qp.Query()

@@ -19,7 +19,7 @@ import (
 func sendN(t *testing.T, e *qpEnd, q *qp.QP, first, n, size int) {
 	t.Helper()
 	for i := range n {
-		if err := q.PostSend([]qp.SendWR{{ID: uint64(first + i), Opcode: qp.Send, Flags: qp.Signaled, SGEs: []qp.SGE{sge(e, 0, size)}}}); err != nil {
+		if err := q.PostSend([]qp.SendWR{{ID: uint64(first + i), Opcode: qp.Send, Flags: qp.Signaled, SGEs: []uverbs.SGE{sge(e, 0, size)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -37,7 +37,7 @@ func TestCQResizeKeepsPending(t *testing.T) {
 	a, b := pair(t, false, endOpts{cap: qp.Cap{MaxRecvWR: 256, MaxSendWR: 256}})
 	const n = 40
 	for i := range n {
-		if err := b.qp.PostRecv([]qp.RecvWR{{ID: uint64(i), SGEs: []qp.SGE{sge(b, 0, 64)}}}); err != nil {
+		if err := b.qp.PostRecv([]qp.RecvWR{{ID: uint64(i), SGEs: []uverbs.SGE{sge(b, 0, 64)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -86,7 +86,7 @@ func TestCQResizeUnderPolling(t *testing.T) {
 	a, b := pair(t, false, endOpts{cap: qp.Cap{MaxRecvWR: 512, MaxSendWR: 64}})
 	const n = 400
 	for i := range n {
-		if err := b.qp.PostRecv([]qp.RecvWR{{ID: uint64(i), SGEs: []qp.SGE{sge(b, 0, 32)}}}); err != nil {
+		if err := b.qp.PostRecv([]qp.RecvWR{{ID: uint64(i), SGEs: []uverbs.SGE{sge(b, 0, 32)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -175,13 +175,13 @@ func TestCQOverrun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range n {
-		if err := rq.PostRecv([]qp.RecvWR{{ID: uint64(i), SGEs: []qp.SGE{sge(b, 0, 16)}}}); err != nil {
+		if err := rq.PostRecv([]qp.RecvWR{{ID: uint64(i), SGEs: []uverbs.SGE{sge(b, 0, 16)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	connectOne(t, a, sq, b, rq)
 	for i := range n {
-		if err := sq.PostSend([]qp.SendWR{{ID: uint64(i), Opcode: qp.Send, Flags: qp.Signaled, SGEs: []qp.SGE{sge(a, 0, 16)}}}); err != nil {
+		if err := sq.PostSend([]qp.SendWR{{ID: uint64(i), Opcode: qp.Send, Flags: qp.Signaled, SGEs: []uverbs.SGE{sge(a, 0, 16)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -189,8 +189,8 @@ func TestCQOverrun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no async event after %d completions into a CQ of %d: %v", n, capacity, err)
 	}
-	if ev.Type != uverbs.EventCQErr || ev.CQ != small.Verbs() {
-		t.Fatalf("event %v (CQ %p), want CQ error on %p", ev, ev.CQ, small.Verbs())
+	if ev.Type != uverbs.EventCQErr || ev.Object != small {
+		t.Fatalf("event %v (object %v), want CQ error on %p", ev, ev.Object, small)
 	}
 	t.Logf("CQ of %d entries, %d completions: %v", capacity, n, ev)
 	time.Sleep(100 * time.Millisecond)
@@ -212,7 +212,7 @@ func TestCQOverrun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("Poll: %d completions; receiving QP now %v", k, attr.State)
-	if attr.State != qp.Error {
+	if attr.State != qp.StateError {
 		t.Errorf("receiving QP in %v after the overrun, want ERR", attr.State)
 	}
 }

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/pureverbs/pureverbs/integration/vm"
+	"github.com/pureverbs/pureverbs/rxe/rxelink"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,6 +32,41 @@ func devices(t testing.TB, want int) []string {
 		t.Fatalf("this test needs %d rxe devices, the topology has %v", want, devs)
 	}
 	return devs
+}
+
+// gidIndex returns the index of dev's RoCE v2 GID of its IPv4 address as
+// the harness found it (RXEVM_GID_INDEXES, in RXEVM_DEVICES' order), or, on
+// a machine set up otherwise, as dev's GID table shows it now. A fresh
+// link's table fills in no fixed order: never assume index 1.
+func gidIndex(t testing.TB, dev string) int {
+	t.Helper()
+	devs, idxs := strings.Fields(os.Getenv("RXEVM_DEVICES")), strings.Fields(os.Getenv("RXEVM_GID_INDEXES"))
+	for i, d := range devs {
+		if d == dev && i < len(idxs) {
+			n, err := strconv.Atoi(idxs[i])
+			if err != nil {
+				t.Fatalf("RXEVM_GID_INDEXES=%q: %v", os.Getenv("RXEVM_GID_INDEXES"), err)
+			}
+			return n
+		}
+	}
+	gids, err := rxelink.GIDs(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gids {
+		if g.Type == rxelink.RoCEv2 && g.Addr.Is4() {
+			return g.Index
+		}
+	}
+	t.Fatalf("%s has no RoCE v2 GID of an IPv4 address: %v", dev, gids)
+	return 0
+}
+
+// gidArg is gidIndex as a C tool's -g/-x argument.
+func gidArg(t testing.TB, dev string) string {
+	t.Helper()
+	return strconv.Itoa(gidIndex(t, dev))
 }
 
 // kernelAtLeast reports whether the running kernel is major.minor or newer.

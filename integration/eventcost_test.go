@@ -75,9 +75,9 @@ func TestEventWaitSyscalls(t *testing.T) {
 		port := 18600 + i
 		r := pingpongRun{server: tool, client: tool, size: 64, iters: iters, port: port, serverEvents: true, clientEvents: true}
 		devs := devices(t, 2)
-		srv := startPeer(t, 2*time.Minute, tool, r.args(devs[0], true)...)
+		srv := startPeer(t, 2*time.Minute, tool, r.args(t, devs[0], true)...)
 		waitListening(t, srv, port, 30*time.Second)
-		args := append([]string{"-f", "-c", "-o", out, tool}, r.args(devs[1], true)...)
+		args := append([]string{"-f", "-c", "-o", out, tool}, r.args(t, devs[1], true)...)
 		cli := runPeer(t, 2*time.Minute, "strace", append(args, "10.99.0.1")...)
 		r.checkPair(t, srv.wait(t), cli)
 		c := straceCounts(t, out)
@@ -143,10 +143,10 @@ func TestEventWaitWakeups(t *testing.T) {
 		port := 18620 + i
 		r := pingpongRun{server: tool, client: tool, size: 64, iters: iters, port: port, serverEvents: true, clientEvents: true}
 		devs := devices(t, 2)
-		srv := startPeer(t, 2*time.Minute, tool, r.args(devs[0], true)...)
+		srv := startPeer(t, 2*time.Minute, tool, r.args(t, devs[0], true)...)
 		waitListening(t, srv, port, 30*time.Second)
 		start := time.Now()
-		cli := startPeer(t, 2*time.Minute, tool, append(r.args(devs[1], true), "10.99.0.1")...)
+		cli := startPeer(t, 2*time.Minute, tool, append(r.args(t, devs[1], true), "10.99.0.1")...)
 		var threads map[int]int
 		if tool == goPingpong {
 			threads = sampleThreadSwitches(cli)

@@ -185,10 +185,10 @@ func TestUverbsCreateQPIoctlLikeLibibverbs(t *testing.T) {
 	if !strings.Contains(goOut, "PASS") {
 		t.Fatalf("TestUverbsResources under the tracer did not pass:\n%s", goOut)
 	}
-	args := []string{"-g", "1", "-n", "1", "-p", "18702"}
-	srv := startPeer(t, 60*time.Second, "ibv_rc_pingpong", append([]string{"-d", devs[0]}, args...)...)
+	args := []string{"-n", "1", "-p", "18702"}
+	srv := startPeer(t, 60*time.Second, "ibv_rc_pingpong", append([]string{"-d", devs[0], "-g", gidArg(t, devs[0])}, args...)...)
 	waitListening(t, srv, 18702, 30*time.Second)
-	cCalls, _ := traceIoctls(t, 60*time.Second, "ibv_rc_pingpong", append(append([]string{"-d", devs[1]}, args...), "10.99.0.1")...)
+	cCalls, _ := traceIoctls(t, 60*time.Second, "ibv_rc_pingpong", append(append([]string{"-d", devs[1], "-g", gidArg(t, devs[1])}, args...), "10.99.0.1")...)
 	srv.wait(t)
 
 	goQP, cQP := methodCalls(goCalls, 4, 0), methodCalls(cCalls, 4, 0)

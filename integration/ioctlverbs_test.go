@@ -80,11 +80,11 @@ func TestUverbsVerbsUseIoctlLikeLibibverbs(t *testing.T) {
 	}
 	checkIoctlVerbs(t, "pureverbs", goOut, 0x03) // alloc_pd is still a write() here
 
-	args := []string{"-g", "1", "-n", "1", "-p", "18701"}
+	args := []string{"-n", "1", "-p", "18701"}
 	srv := startPeer(t, 60*time.Second, "strace", append([]string{"-f", "-y", "-xx", "-s", "16", "-e", "trace=write,ioctl",
-		"ibv_rc_pingpong", "-d", devs[0]}, args...)...)
+		"ibv_rc_pingpong", "-d", devs[0], "-g", gidArg(t, devs[0])}, args...)...)
 	waitListening(t, srv, 18701, 30*time.Second) // strace starts slowly in the VM
-	runPeer(t, 60*time.Second, "ibv_rc_pingpong", append(append([]string{"-d", devs[1]}, args...), "10.99.0.1")...)
+	runPeer(t, 60*time.Second, "ibv_rc_pingpong", append(append([]string{"-d", devs[1], "-g", gidArg(t, devs[1])}, args...), "10.99.0.1")...)
 	// libibverbs 44 sends even its "write" commands through
 	// UVERBS_METHOD_INVOKE_WRITE here; only librxe's doorbell is a write().
 	checkIoctlVerbs(t, "libibverbs", srv.wait(t), 0x1c)

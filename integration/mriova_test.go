@@ -46,14 +46,14 @@ func iovaRoundTrip(t *testing.T, buf *uverbs.Buffer, iova uint64) {
 	if recvSGE.Addr != iova+128 {
 		t.Fatalf("SGE address %#x, want %#x", recvSGE.Addr, iova+128)
 	}
-	if err := b.qp.PostRecv([]qp.RecvWR{{ID: 9, SGEs: []qp.SGE{recvSGE}}}); err != nil {
+	if err := b.qp.PostRecv([]qp.RecvWR{{ID: 9, SGEs: []uverbs.SGE{recvSGE}}}); err != nil {
 		t.Fatal(err)
 	}
 	copy(a.buf.Bytes(), "written-through-iova|sent-into-iova-mr")
 	err = a.qp.PostSend([]qp.SendWR{
-		{ID: 1, Opcode: qp.RDMAWrite, Flags: qp.Signaled, SGEs: []qp.SGE{sge(a, 0, 20)}, RemoteAddr: iova + 64, RKey: mr.RKey()},
-		{ID: 2, Opcode: qp.RDMARead, Flags: qp.Signaled, SGEs: []qp.SGE{sge(a, 2000, 20)}, RemoteAddr: iova + 64, RKey: mr.RKey()},
-		{ID: 3, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []qp.SGE{sge(a, 21, 17)}},
+		{ID: 1, Opcode: qp.RDMAWrite, Flags: qp.Signaled, SGEs: []uverbs.SGE{sge(a, 0, 20)}, RemoteAddr: iova + 64, RKey: mr.RKey()},
+		{ID: 2, Opcode: qp.RDMARead, Flags: qp.Signaled, SGEs: []uverbs.SGE{sge(a, 2000, 20)}, RemoteAddr: iova + 64, RKey: mr.RKey()},
+		{ID: 3, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []uverbs.SGE{sge(a, 21, 17)}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +82,7 @@ func iovaRoundTrip(t *testing.T, buf *uverbs.Buffer, iova uint64) {
 	}
 	// The buffer's own address is not the region's: a WRITE there is
 	// outside the region and fails on the sender.
-	err = a.qp.PostSend([]qp.SendWR{{ID: 4, Opcode: qp.RDMAWrite, Flags: qp.Signaled, SGEs: []qp.SGE{sge(a, 0, 8)},
+	err = a.qp.PostSend([]qp.SendWR{{ID: 4, Opcode: qp.RDMAWrite, Flags: qp.Signaled, SGEs: []uverbs.SGE{sge(a, 0, 8)},
 		RemoteAddr: buf.Addr() + 4096, RKey: mr.RKey()}})
 	if err != nil {
 		t.Fatal(err)

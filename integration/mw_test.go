@@ -280,7 +280,7 @@ func TestMWContextCloseOrder(t *testing.T) {
 	if err := e.qp.ToInit(qp.InitParams{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.qp.ToRTR(qp.RTRParams{DestQPN: e.qp.Num(), PathMTU: port.ActiveMTU, DGID: gid, SGIDIndex: uint8(idx)}); err != nil {
+	if err := e.qp.ToRTR(qp.RTRParams{DestQPN: e.qp.Num(), PathMTU: port.ActiveMTU, DGID: gid, SGID: uverbs.GIDEntry{GID: gid, Index: idx, Port: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.qp.ToRTS(qp.RTSParams{}); err != nil {
@@ -343,7 +343,7 @@ func TestMWType2OtherQPRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := s.local.qp.ToRTR(qp.RTRParams{DestQPN: s.remote.qp.Num(), RQPSN: psn(s.remote.qp), PathMTU: s.local.port.ActiveMTU,
-			DGID: s.remote.gid, SGIDIndex: uint8(s.local.gidIndex)}); err != nil {
+			DGID: s.remote.gid, SGID: s.local.sgid}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.local.qp.ToRTS(qp.RTSParams{SQPSN: psn(s.local.qp), Timeout: 10, RetryCnt: 2}); err != nil {

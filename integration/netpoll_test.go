@@ -12,6 +12,7 @@ import (
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/netpoll"
 	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/uverbs"
 )
 
 type noSockets struct{}
@@ -29,7 +30,7 @@ func TestNetpollParksOnRxeCQ(t *testing.T) {
 			a, b := pair(t, false, endOpts{channel: true, cap: qp.Cap{MaxSendWR: 64, MaxRecvWR: 64}})
 			const slots, bursts, perBurst = 32, 6, 40
 			for i := 0; i < slots; i++ {
-				if err := b.qp.PostRecv([]qp.RecvWR{{ID: uint64(i), SGEs: []qp.SGE{sge(b, i*64, 64)}}}); err != nil {
+				if err := b.qp.PostRecv([]qp.RecvWR{{ID: uint64(i), SGEs: []uverbs.SGE{sge(b, i*64, 64)}}}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -46,7 +47,7 @@ func TestNetpollParksOnRxeCQ(t *testing.T) {
 					seen[wc.Imm]++
 					got.Add(1)
 					slot := int(wc.WRID)
-					repost[0] = qp.RecvWR{ID: wc.WRID, SGEs: []qp.SGE{sge(b, slot*64, 64)}}
+					repost[0] = qp.RecvWR{ID: wc.WRID, SGEs: []uverbs.SGE{sge(b, slot*64, 64)}}
 					if err := b.qp.PostRecv(repost); err != nil {
 						bad.Add(1)
 					}
@@ -74,7 +75,7 @@ func TestNetpollParksOnRxeCQ(t *testing.T) {
 				for i := 0; i < perBurst; i++ {
 					n := burst*perBurst + i
 					if err := a.qp.PostSend([]qp.SendWR{{ID: uint64(n), Opcode: qp.SendWithImm, Flags: qp.Signaled,
-						Imm: uint32(n), SGEs: []qp.SGE{sge(a, 0, 48)}}}); err != nil {
+						Imm: uint32(n), SGEs: []uverbs.SGE{sge(a, 0, 48)}}}); err != nil {
 						t.Fatal(err)
 					}
 					if i%16 == 15 { // stay within the receiver's 32 slots

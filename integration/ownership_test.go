@@ -127,7 +127,7 @@ func makeEverything(t *testing.T, ctx *uverbs.Context) everything {
 	if err := q.ToInit(qp.InitParams{}); err != nil {
 		t.Fatal(err)
 	}
-	recv := qp.RecvWR{ID: 1, SGEs: []qp.SGE{{Addr: mr.Addr(), Length: 64, LKey: mr.LKey()}}}
+	recv := qp.RecvWR{ID: 1, SGEs: []uverbs.SGE{{Addr: mr.Addr(), Length: 64, LKey: mr.LKey()}}}
 	if err := q.PostRecv([]qp.RecvWR{recv}); err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestOwnershipContextCloseReleasesChildren(t *testing.T) {
 	if _, err := all.cq.Poll(wc); err == nil {
 		t.Fatal("Poll on a CQ of a closed Context succeeded")
 	}
-	recv := qp.RecvWR{ID: 2, SGEs: []qp.SGE{{Addr: all.mr.Addr(), Length: 64, LKey: all.mr.LKey()}}}
+	recv := qp.RecvWR{ID: 2, SGEs: []uverbs.SGE{{Addr: all.mr.Addr(), Length: 64, LKey: all.mr.LKey()}}}
 	if err := all.qp.PostRecv([]qp.RecvWR{recv}); !errors.Is(err, qp.ErrClosed) {
 		t.Fatalf("PostRecv on a QP of a closed Context: %v, want ErrClosed", err)
 	}

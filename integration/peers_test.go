@@ -68,14 +68,14 @@ func TestCToolsRCPingpong(t *testing.T) {
 		{name: "events", size: 100, iters: 100, port: "18601", events: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := []string{"-g", "1", "-s", strconv.Itoa(tc.size), "-n", strconv.Itoa(tc.iters), "-p", tc.port}
+			args := []string{"-s", strconv.Itoa(tc.size), "-n", strconv.Itoa(tc.iters), "-p", tc.port}
 			if tc.events {
 				args = append(args, "-e")
 			}
-			srv := startPeer(t, 60*time.Second, "ibv_rc_pingpong", append([]string{"-d", devs[0]}, args...)...)
+			srv := startPeer(t, 60*time.Second, "ibv_rc_pingpong", append([]string{"-d", devs[0], "-g", gidArg(t, devs[0])}, args...)...)
 			port, _ := strconv.Atoi(tc.port)
 			waitListening(t, srv, port, 30*time.Second)
-			cli := runPeer(t, 60*time.Second, "ibv_rc_pingpong", append(append([]string{"-d", devs[1]}, args...), "10.99.0.1")...)
+			cli := runPeer(t, 60*time.Second, "ibv_rc_pingpong", append(append([]string{"-d", devs[1], "-g", gidArg(t, devs[1])}, args...), "10.99.0.1")...)
 			checkPingpong(t, "client", cli, tc.size, tc.iters)
 			checkPingpong(t, "server", srv.wait(t), tc.size, tc.iters)
 		})

@@ -118,7 +118,7 @@ func servePerftest(t *testing.T, e *qpEnd, target *uverbs.MR, ok bool, tool stri
 	}
 	defer ln.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
-	cli := startPeer(t, 2*time.Minute, tool, append([]string{"-d", devs[1], "-x", "1", "-F", "-p", strconv.Itoa(port)},
+	cli := startPeer(t, 2*time.Minute, tool, append([]string{"-d", devs[1], "-x", gidArg(t, devs[1]), "-F", "-p", strconv.Itoa(port)},
 		append(args, "10.99.0.1")...)...)
 	ln.(*net.TCPListener).SetDeadline(time.Now().Add(30 * time.Second))
 	conn, err := ln.Accept()
@@ -152,7 +152,7 @@ func servePerftest(t *testing.T, e *qpEnd, target *uverbs.MR, ok bool, tool stri
 		t.Fatal(err)
 	}
 	if err := q.ToRTR(qp.RTRParams{DestQPN: peer.qpn, RQPSN: peer.psn, PathMTU: e.port.ActiveMTU, DGID: peer.gid,
-		SGIDIndex: uint8(e.gidIndex), MaxDestRdAtomic: outReads}); err != nil {
+		SGID: e.sgid, MaxDestRdAtomic: outReads}); err != nil {
 		t.Fatal(err)
 	}
 	if err := q.ToRTS(qp.RTSParams{SQPSN: psn(q), MaxRdAtomic: uint8(max(1, min(peer.outReads, 16)))}); err != nil {
@@ -250,7 +250,7 @@ func TestPerftestAtomicClientIntoGoMemory(t *testing.T) {
 func TestGoAtomicClientIntoPerftestMemory(t *testing.T) {
 	devs := devices(t, 2)
 	const port, n = 18641, 200
-	srv := startPeer(t, 2*time.Minute, "ib_atomic_bw", "-d", devs[0], "-x", "1", "-F", "-A", "FETCH_AND_ADD", "-n", "5", "-p", strconv.Itoa(port))
+	srv := startPeer(t, 2*time.Minute, "ib_atomic_bw", "-d", devs[0], "-x", gidArg(t, devs[0]), "-F", "-A", "FETCH_AND_ADD", "-n", "5", "-p", strconv.Itoa(port))
 	waitListening(t, srv, port, 30*time.Second)
 	e := openEnd(t, devs[1], endOpts{bufSize: 8 * (n + 2)})
 	conn, err := net.DialTimeout("tcp", net.JoinHostPort("10.99.0.1", strconv.Itoa(port)), 10*time.Second)
@@ -278,7 +278,7 @@ func TestGoAtomicClientIntoPerftestMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := q.ToRTR(qp.RTRParams{DestQPN: peer.qpn, RQPSN: peer.psn, PathMTU: e.port.ActiveMTU, DGID: peer.gid,
-		SGIDIndex: uint8(e.gidIndex), MaxDestRdAtomic: 16}); err != nil {
+		SGID: e.sgid, MaxDestRdAtomic: 16}); err != nil {
 		t.Fatal(err)
 	}
 	if err := q.ToRTS(qp.RTSParams{SQPSN: psn(q), MaxRdAtomic: uint8(max(1, min(peer.outReads, 16)))}); err != nil {

@@ -31,6 +31,7 @@ type qpEnd struct {
 	port     uverbs.PortAttr
 	gid      uverbs.GID
 	gidIndex int
+	sgid     uverbs.GIDEntry // gid's entry, what the QP sends from
 	pd       *uverbs.PD
 	buf      *uverbs.Buffer
 	mr       *uverbs.MR
@@ -90,6 +91,7 @@ func openEnd(t testing.TB, dev string, o endOpts) *qpEnd {
 		t.Fatal(err)
 	}
 	e.gid, e.gidIndex = mappedGID(t, dev, e.port)
+	e.sgid = uverbs.GIDEntry{GID: e.gid, Index: e.gidIndex, Port: 1, Type: uverbs.GIDTypeRoCEv2}
 	if e.pd, err = e.ctx.AllocPD(); err != nil {
 		t.Fatal(err)
 	}
@@ -136,11 +138,11 @@ func connectQPs(t testing.TB, a, b *qpEnd) {
 			t.Fatal(err)
 		}
 		if err := q.ToRTR(qp.RTRParams{
-			DestQPN:   s.remote.qp.Num(),
-			RQPSN:     psn(s.remote.qp),
-			PathMTU:   s.local.port.ActiveMTU,
-			DGID:      s.remote.gid,
-			SGIDIndex: uint8(s.local.gidIndex),
+			DestQPN: s.remote.qp.Num(),
+			RQPSN:   psn(s.remote.qp),
+			PathMTU: s.local.port.ActiveMTU,
+			DGID:    s.remote.gid,
+			SGID:    s.local.sgid,
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -196,8 +198,8 @@ func quiet(t testing.TB, c *cq.CQ, what string) {
 	}
 }
 
-func sge(e *qpEnd, off, length int) qp.SGE {
-	return qp.SGE{Addr: e.mr.Addr() + uint64(off), Length: uint32(length), LKey: e.mr.LKey()}
+func sge(e *qpEnd, off, length int) uverbs.SGE {
+	return uverbs.SGE{Addr: e.mr.Addr() + uint64(off), Length: uint32(length), LKey: e.mr.LKey()}
 }
 
 // SEND and SEND_WITH_IMM from 1 byte to 1 MiB (well past the 1024-byte path
@@ -223,12 +225,12 @@ func TestQPSendPayloads(t *testing.T) {
 					clear(dst[:2*max])
 					half, third := size/2, size/3
 					// Receive into two pieces 1 MiB apart; send from three.
-					if err := b.qp.PostRecv([]qp.RecvWR{{ID: uint64(size), SGEs: []qp.SGE{sge(b, 0, half), sge(b, max, size-half+16)}}}); err != nil {
+					if err := b.qp.PostRecv([]qp.RecvWR{{ID: uint64(size), SGEs: []uverbs.SGE{sge(b, 0, half), sge(b, max, size-half+16)}}}); err != nil {
 						t.Fatal(err)
 					}
 					imm := uint32(size) ^ 0xc0ffee00
 					err := a.qp.PostSend([]qp.SendWR{{ID: uint64(size) + 1, Opcode: op, Flags: qp.Signaled, Imm: imm,
-						SGEs: []qp.SGE{sge(a, 0, third), sge(a, third, half-third), sge(a, half, size-half)}}})
+						SGEs: []uverbs.SGE{sge(a, 0, third), sge(a, third, half-third), sge(a, half, size-half)}}})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -261,8 +263,8 @@ func TestQPSendPayloads(t *testing.T) {
 // Inline sends up to the granted max_inline_data, from ordinary Go memory
 // (no MR): a byte more is refused before anything reaches the ring.
 func TestQPInline(t *testing.T) {
-	a, b := pair(t, false, endOpts{cap: qp.Cap{MaxInline: 200}})
-	maxInline := int(a.qp.Cap().MaxInline)
+	a, b := pair(t, false, endOpts{cap: qp.Cap{MaxInlineData: 200}})
+	maxInline := int(a.qp.Cap().MaxInlineData)
 	if maxInline < 200 {
 		t.Fatalf("granted max inline %d, asked for 200", maxInline)
 	}
@@ -276,7 +278,7 @@ func TestQPInline(t *testing.T) {
 	}
 	wc := make([]cq.WC, 2)
 	for _, n := range []int{0, 1, 17, maxInline} {
-		if err := b.qp.PostRecv([]qp.RecvWR{{ID: uint64(n), SGEs: []qp.SGE{sge(b, 0, 4096)}}}); err != nil {
+		if err := b.qp.PostRecv([]qp.RecvWR{{ID: uint64(n), SGEs: []uverbs.SGE{sge(b, 0, 4096)}}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := a.qp.PostSend([]qp.SendWR{{ID: uint64(n), Opcode: qp.Send, Flags: qp.Inline | qp.Signaled, Inline: payload[:n]}}); err != nil {
@@ -301,9 +303,9 @@ func TestQPRDMA(t *testing.T) {
 	}
 	remote := b.mr.Addr()
 	err := a.qp.PostSend([]qp.SendWR{
-		{ID: 1, Opcode: qp.RDMAWrite, Flags: qp.Signaled, SGEs: []qp.SGE{sge(a, 0, 10)}, RemoteAddr: remote + 100, RKey: b.mr.RKey()},
-		{ID: 2, Opcode: qp.RDMAWriteWithImm, Flags: qp.Signaled, Imm: 0xabcdef01, SGEs: []qp.SGE{sge(a, 10, 10)}, RemoteAddr: remote + 110, RKey: b.mr.RKey()},
-		{ID: 3, Opcode: qp.RDMARead, Flags: qp.Signaled, SGEs: []qp.SGE{sge(a, 1000, 20)}, RemoteAddr: remote + 100, RKey: b.mr.RKey()},
+		{ID: 1, Opcode: qp.RDMAWrite, Flags: qp.Signaled, SGEs: []uverbs.SGE{sge(a, 0, 10)}, RemoteAddr: remote + 100, RKey: b.mr.RKey()},
+		{ID: 2, Opcode: qp.RDMAWriteWithImm, Flags: qp.Signaled, Imm: 0xabcdef01, SGEs: []uverbs.SGE{sge(a, 10, 10)}, RemoteAddr: remote + 110, RKey: b.mr.RKey()},
+		{ID: 3, Opcode: qp.RDMARead, Flags: qp.Signaled, SGEs: []uverbs.SGE{sge(a, 1000, 20)}, RemoteAddr: remote + 100, RKey: b.mr.RKey()},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -341,7 +343,7 @@ func streamMessages(t *testing.T, n int, limit time.Duration) {
 	src, dst := a.buf.Bytes(), b.buf.Bytes()
 	post := make([]qp.RecvWR, recvs)
 	for i := range post {
-		post[i] = qp.RecvWR{ID: uint64(i), SGEs: []qp.SGE{sge(b, i*msgSize, msgSize)}}
+		post[i] = qp.RecvWR{ID: uint64(i), SGEs: []uverbs.SGE{sge(b, i*msgSize, msgSize)}}
 	}
 	if err := b.qp.PostRecv(post); err != nil {
 		t.Fatal(err)
@@ -370,7 +372,7 @@ func streamMessages(t *testing.T, n int, limit time.Duration) {
 				slot := seq % (len(src) / msgSize)
 				binary.LittleEndian.PutUint64(src[slot*msgSize:], uint64(seq))
 				binary.LittleEndian.PutUint64(src[slot*msgSize+msgSize-8:], ^uint64(seq))
-				sends[i] = qp.SendWR{ID: uint64(seq), Opcode: qp.SendWithImm, Imm: uint32(seq), SGEs: []qp.SGE{sge(a, slot*msgSize, msgSize)}}
+				sends[i] = qp.SendWR{ID: uint64(seq), Opcode: qp.SendWithImm, Imm: uint32(seq), SGEs: []uverbs.SGE{sge(a, slot*msgSize, msgSize)}}
 				if seq%16 == 15 || seq == n-1 {
 					sends[i].Flags = qp.Signaled
 				}
@@ -407,7 +409,7 @@ func streamMessages(t *testing.T, n int, limit time.Duration) {
 				t.Fatalf("message %d: %+v, payload seq %d", received, w, binary.LittleEndian.Uint64(m))
 			}
 			received++
-			repost = append(repost, qp.RecvWR{ID: w.WRID, SGEs: []qp.SGE{sge(b, int(w.WRID)*msgSize, msgSize)}})
+			repost = append(repost, qp.RecvWR{ID: w.WRID, SGEs: []uverbs.SGE{sge(b, int(w.WRID)*msgSize, msgSize)}})
 		}
 		if len(repost) > 0 {
 			if err := b.qp.PostRecv(repost); err != nil {
@@ -451,7 +453,7 @@ func TestQPCompletionChannel(t *testing.T) {
 	if _, err := b.ch.TryGetEvent(); !errors.Is(err, cq.ErrNoEvent) {
 		t.Fatalf("event before any completion: %v", err)
 	}
-	if err := b.qp.PostRecv([]qp.RecvWR{{ID: 5, SGEs: []qp.SGE{sge(b, 0, 64)}}}); err != nil {
+	if err := b.qp.PostRecv([]qp.RecvWR{{ID: 5, SGEs: []uverbs.SGE{sge(b, 0, 64)}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.qp.PostSend([]qp.SendWR{{ID: 6, Opcode: qp.Send, Flags: qp.Inline, Inline: []byte("ping")}}); err != nil {
@@ -480,7 +482,7 @@ func TestQPCompletionChannel(t *testing.T) {
 	}
 	ev.Ack(1)
 	// Not armed again: a second message raises no event.
-	if err := b.qp.PostRecv([]qp.RecvWR{{ID: 7, SGEs: []qp.SGE{sge(b, 0, 64)}}}); err != nil {
+	if err := b.qp.PostRecv([]qp.RecvWR{{ID: 7, SGEs: []uverbs.SGE{sge(b, 0, 64)}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.qp.PostSend([]qp.SendWR{{ID: 8, Opcode: qp.Send, Flags: qp.Inline, Inline: []byte("pong")}}); err != nil {
@@ -496,14 +498,14 @@ func TestQPCompletionChannel(t *testing.T) {
 // not); the QP goes to ERROR and flushes what follows. Nothing crashes.
 func TestQPBadLKey(t *testing.T) {
 	a, b := pair(t, false, endOpts{})
-	if err := b.qp.PostRecv([]qp.RecvWR{{ID: 1, SGEs: []qp.SGE{sge(b, 0, 64)}}}); err != nil {
+	if err := b.qp.PostRecv([]qp.RecvWR{{ID: 1, SGEs: []uverbs.SGE{sge(b, 0, 64)}}}); err != nil {
 		t.Fatal(err)
 	}
 	bad := sge(a, 0, 16)
 	bad.LKey ^= 0x5a5a00
 	if err := a.qp.PostSend([]qp.SendWR{
-		{ID: 10, Opcode: qp.Send, SGEs: []qp.SGE{bad}},
-		{ID: 11, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []qp.SGE{sge(a, 0, 16)}},
+		{ID: 10, Opcode: qp.Send, SGEs: []uverbs.SGE{bad}},
+		{ID: 11, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []uverbs.SGE{sge(a, 0, 16)}},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -527,7 +529,7 @@ func TestQPBadLKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if attr.State != qp.Error || a.qp.State() != qp.Error {
+	if attr.State != qp.StateError || a.qp.State() != qp.StateError {
 		t.Fatalf("state after the error %v", attr.State)
 	}
 	quiet(t, b.cq, "receiver of a failed send")
@@ -539,7 +541,7 @@ func TestQPFlushReceives(t *testing.T) {
 	const n = 10
 	recvs := make([]qp.RecvWR, n)
 	for i := range recvs {
-		recvs[i] = qp.RecvWR{ID: uint64(100 + i), SGEs: []qp.SGE{sge(a, i*64, 64)}}
+		recvs[i] = qp.RecvWR{ID: uint64(100 + i), SGEs: []uverbs.SGE{sge(a, i*64, 64)}}
 	}
 	if err := a.qp.PostRecv(recvs); err != nil {
 		t.Fatal(err)
@@ -587,7 +589,7 @@ func TestQPSendQueueFull(t *testing.T) {
 	}
 	recvs := make([]qp.RecvWR, capacity)
 	for i := range recvs {
-		recvs[i] = qp.RecvWR{ID: uint64(i), SGEs: []qp.SGE{sge(b, i, 1)}}
+		recvs[i] = qp.RecvWR{ID: uint64(i), SGEs: []uverbs.SGE{sge(b, i, 1)}}
 	}
 	if err := b.qp.PostRecv(recvs); err != nil {
 		t.Fatal(err)
@@ -614,7 +616,7 @@ func TestQPSendQueueFull(t *testing.T) {
 func TestQPPostErrors(t *testing.T) {
 	devs := devices(t, 1)
 	e := openEnd(t, devs[0], endOpts{cap: qp.Cap{MaxSendSGE: 2, MaxRecvSGE: 2}})
-	send := []qp.SendWR{{Opcode: qp.Send, SGEs: []qp.SGE{sge(e, 0, 8)}}}
+	send := []qp.SendWR{{Opcode: qp.Send, SGEs: []uverbs.SGE{sge(e, 0, 8)}}}
 	if err := e.qp.PostRecv([]qp.RecvWR{{ID: 1}}); !errors.Is(err, qp.ErrBadState) {
 		t.Fatalf("PostRecv in RESET: %v", err)
 	}
@@ -627,12 +629,12 @@ func TestQPPostErrors(t *testing.T) {
 	if err := e.qp.PostSend(send); !errors.Is(err, qp.ErrBadState) {
 		t.Fatalf("PostSend in INIT: %v", err)
 	}
-	if err := e.qp.PostRecv([]qp.RecvWR{{ID: 1, SGEs: []qp.SGE{sge(e, 0, 8)}}}); err != nil {
+	if err := e.qp.PostRecv([]qp.RecvWR{{ID: 1, SGEs: []uverbs.SGE{sge(e, 0, 8)}}}); err != nil {
 		t.Fatalf("PostRecv in INIT: %v", err)
 	}
 	c := e.qp.Cap()
 	t.Logf("granted caps %+v", c)
-	long := make([]qp.SGE, c.MaxRecvSGE+1)
+	long := make([]uverbs.SGE, c.MaxRecvSGE+1)
 	for i := range long {
 		long[i] = sge(e, i*8, 8)
 	}
@@ -645,7 +647,7 @@ func TestQPPostErrors(t *testing.T) {
 	if !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "modify_qp") {
 		t.Fatalf("INIT→RTS: %v", err)
 	}
-	if e.qp.State() != qp.Init {
+	if e.qp.State() != qp.StateInit {
 		t.Fatalf("state %v after a refused modify", e.qp.State())
 	}
 }
@@ -680,7 +682,7 @@ func TestQPResourcesReleased(t *testing.T) {
 		if got := uverbsMappings(t) - maps0; got != 6 {
 			t.Errorf("%d ring mappings for two CQs and two QPs, want 6", got)
 		}
-		if err := b.qp.PostRecv([]qp.RecvWR{{ID: 1, SGEs: []qp.SGE{sge(b, 0, 8)}}}); err != nil {
+		if err := b.qp.PostRecv([]qp.RecvWR{{ID: 1, SGEs: []uverbs.SGE{sge(b, 0, 8)}}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := a.qp.PostSend([]qp.SendWR{{ID: 1, Opcode: qp.Send, Flags: qp.Signaled | qp.Inline, Inline: []byte("bye")}}); err != nil {
@@ -740,7 +742,7 @@ func TestQPHalfwayChild(t *testing.T) {
 	if err := unix.Setrlimit(unix.RLIMIT_AS, &capAS); err != nil {
 		t.Fatal(err)
 	}
-	_, err := qp.New(e.pd, qp.InitAttr{Type: qp.RC, SendCQ: e.cq, RecvCQ: e.cq, Cap: qp.Cap{MaxSendWR: 4096, MaxRecvWR: 128, MaxInline: 256}})
+	_, err := qp.New(e.pd, qp.InitAttr{Type: qp.RC, SendCQ: e.cq, RecvCQ: e.cq, Cap: qp.Cap{MaxSendWR: 4096, MaxRecvWR: 128, MaxInlineData: 256}})
 	if rerr := unix.Setrlimit(unix.RLIMIT_AS, &old); rerr != nil {
 		t.Fatal(rerr)
 	}
@@ -788,8 +790,8 @@ func vmSize(t testing.TB) int {
 // doorbell write included.
 func TestQPZeroAllocs(t *testing.T) {
 	a, b := pair(t, false, endOpts{})
-	send := []qp.SendWR{{ID: 1, Opcode: qp.SendWithImm, Flags: qp.Signaled, Imm: 3, SGEs: []qp.SGE{sge(a, 0, 256)}}}
-	recv := []qp.RecvWR{{ID: 2, SGEs: []qp.SGE{sge(b, 0, 256)}}}
+	send := []qp.SendWR{{ID: 1, Opcode: qp.SendWithImm, Flags: qp.Signaled, Imm: 3, SGEs: []uverbs.SGE{sge(a, 0, 256)}}}
+	recv := []qp.RecvWR{{ID: 2, SGEs: []uverbs.SGE{sge(b, 0, 256)}}}
 	wc := make([]cq.WC, 1)
 	deadline := time.Now().Add(time.Minute)
 	wait := func(c *cq.CQ) {

@@ -51,26 +51,26 @@ func TestQPNewDefaults(t *testing.T) {
 			t.Errorf("QUERY_QP state %v, want %v", got, want)
 		}
 	}
-	state(qp.Reset)
+	state(qp.StateReset)
 	if err := a.qp.ToInit(qp.InitParams{}); err != nil {
 		t.Fatal(err)
 	}
-	state(qp.Init)
+	state(qp.StateInit)
 	if err := a.qp.ToRTR(qp.RTRParams{DestQPN: b.qp.Num(), RQPSN: psn(b.qp), PathMTU: a.port.ActiveMTU,
-		DGID: b.gid, SGIDIndex: uint8(a.gidIndex)}); err != nil {
+		DGID: b.gid, SGID: a.sgid}); err != nil {
 		t.Fatal(err)
 	}
-	state(qp.RTR)
+	state(qp.StateRTR)
 	if err := a.qp.ToRTS(qp.RTSParams{SQPSN: psn(a.qp)}); err != nil {
 		t.Fatal(err)
 	}
-	state(qp.RTS)
+	state(qp.StateRTS)
 	if err := a.qp.ToInit(qp.InitParams{}); err == nil { // RTS→INIT is no transition
 		t.Error("RTS→INIT accepted")
 	}
-	state(qp.RTS)
+	state(qp.StateRTS)
 	if err := a.qp.ToError(); err != nil {
 		t.Fatal(err)
 	}
-	state(qp.Error)
+	state(qp.StateError)
 }

@@ -35,7 +35,7 @@ func opsPairAccess(t testing.TB, o endOpts, access uverbs.Access) (a, b *qpEnd) 
 		}
 		if err := q.ToRTR(qp.RTRParams{
 			DestQPN: s.remote.qp.Num(), RQPSN: psn(s.remote.qp), PathMTU: s.local.port.ActiveMTU,
-			DGID: s.remote.gid, SGIDIndex: uint8(s.local.gidIndex), MaxDestRdAtomic: 4,
+			DGID: s.remote.gid, SGID: s.local.sgid, MaxDestRdAtomic: 4,
 		}); err != nil {
 			t.Fatal(err)
 		}

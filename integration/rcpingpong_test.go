@@ -32,8 +32,8 @@ type pingpongRun struct {
 	validate       bool
 }
 
-func (r pingpongRun) args(dev string, events bool) []string {
-	args := []string{"-d", dev, "-g", "1"}
+func (r pingpongRun) args(t testing.TB, dev string, events bool) []string {
+	args := []string{"-d", dev, "-g", gidArg(t, dev)}
 	for _, f := range []struct {
 		flag string
 		v    int
@@ -79,9 +79,9 @@ func (r pingpongRun) start(t *testing.T, limit time.Duration) (srv, cli *peer) {
 	if port == 0 {
 		port = 18515
 	}
-	srv = startPeer(t, limit, r.server, r.args(devs[0], r.serverEvents)...)
+	srv = startPeer(t, limit, r.server, r.args(t, devs[0], r.serverEvents)...)
 	waitListening(t, srv, port, 30*time.Second)
-	return srv, startPeer(t, limit, r.client, append(r.args(devs[1], r.clientEvents), "10.99.0.1")...)
+	return srv, startPeer(t, limit, r.client, append(r.args(t, devs[1], r.clientEvents), "10.99.0.1")...)
 }
 
 var pingpongAddr = regexp.MustCompile(`(?m)^  (local|remote) address: +LID 0x([0-9a-f]{4}), QPN 0x([0-9a-f]{6}), PSN 0x([0-9a-f]{6})[,:] GID (\S+)$`)
@@ -196,7 +196,7 @@ func TestRCPingpongUnsupported(t *testing.T) {
 		for tool, want := range map[string]string{cPingpong: tc.c, goPingpong: tc.goWant} {
 			// As a client of a port nobody listens on: should the option be
 			// taken, the tool fails at the connection instead.
-			p := startPeer(t, 30*time.Second, tool, "-d", dev, "-g", "1", "-p", "18699", tc.flag, "10.99.0.1")
+			p := startPeer(t, 30*time.Second, tool, "-d", dev, "-g", gidArg(t, dev), "-p", "18699", tc.flag, "10.99.0.1")
 			<-p.done
 			if out := p.out.String(); p.err == nil || !strings.Contains(out, want) {
 				t.Errorf("%s %s: err %v, want a failure saying %q:\n%s", tool, tc.flag, p.err, want, out)

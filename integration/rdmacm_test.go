@@ -83,15 +83,16 @@ func (m *cmMessages) postSends(t testing.TB, q *qp.QP, count int) {
 	}
 }
 
-// pollN polls c until n completions of the kind (receive or not) arrived,
-// failing on an error status or after limit; completions of the other
-// kind are counted in other.
-func pollN(t testing.TB, c *cq.CQ, n int, recv bool, limit time.Duration) []cq.WC {
+// pollN polls c until sends send completions and recvs receive
+// completions arrived, failing on an error status or after limit, and
+// returns the receives.
+func pollN(t testing.TB, c *cq.CQ, sends, recvs int, limit time.Duration) []cq.WC {
 	t.Helper()
 	var got []cq.WC
+	sent := 0
 	wc := make([]cq.WC, 16)
 	deadline := time.Now().Add(limit)
-	for len(got) < n {
+	for len(got) < recvs || sent < sends {
 		k, err := c.Poll(wc)
 		if err != nil {
 			t.Fatal(err)
@@ -100,16 +101,21 @@ func pollN(t testing.TB, c *cq.CQ, n int, recv bool, limit time.Duration) []cq.W
 			if w.Status != cq.Success {
 				t.Fatalf("completion %+v", w)
 			}
-			if w.Opcode.IsRecv() == recv {
+			if w.Opcode.IsRecv() {
 				got = append(got, w)
+			} else {
+				sent++
 			}
 		}
 		if k == 0 {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d completions (recv %v) after %v", len(got), n, recv, limit)
+				t.Fatalf("%d of %d send and %d of %d receive completions after %v", sent, sends, len(got), recvs, limit)
 			}
 			time.Sleep(200 * time.Microsecond)
 		}
+	}
+	if len(got) > recvs || sent > sends {
+		t.Fatalf("%d sends and %d receives completed, want %d and %d", sent, len(got), sends, recvs)
 	}
 	return got
 }
@@ -193,19 +199,21 @@ func TestCMGoToGo(t *testing.T) {
 		t.Errorf("server sees %v on %s, client on %s: not across the pair", s.c.RemoteAddr(), s.c.Context().Device().Name, c.Context().Device().Name)
 	}
 	for _, st := range []*qp.QP{c.QP(), s.c.QP()} {
-		if a, err := st.Query(); err != nil || a.State != qp.RTS {
+		if a, err := st.Query(); err != nil || a.State != qp.StateRTS {
 			t.Errorf("QP state %v (%v), want RTS", a.State, err)
 		}
 	}
 	copy(cm.buf.Bytes(), "ping from the client")
 	cm.postSends(t, c.QP(), 1)
-	w := pollN(t, s.c.CQ(), 1, true, 10*time.Second)
+	pollN(t, c.CQ(), 1, 0, 10*time.Second)
+	w := pollN(t, s.c.CQ(), 0, 1, 10*time.Second)
 	if got := s.m.buf.Bytes()[:w[0].ByteLen]; !bytes.HasPrefix(got, []byte("ping from the client")) {
 		t.Errorf("server received %q", got)
 	}
 	copy(s.m.buf.Bytes(), "pong from the server")
 	s.m.postSends(t, s.c.QP(), 1)
-	w = pollN(t, c.CQ(), 1, true, 10*time.Second)
+	pollN(t, s.c.CQ(), 1, 0, 10*time.Second)
+	w = pollN(t, c.CQ(), 0, 1, 10*time.Second)
 	if got := cm.buf.Bytes()[:w[0].ByteLen]; !bytes.HasPrefix(got, []byte("pong from the server")) {
 		t.Errorf("client received %q", got)
 	}
@@ -218,7 +226,7 @@ func TestCMGoToGo(t *testing.T) {
 		t.Fatalf("server event %v, %v; want DISCONNECTED", ev.Type, err)
 	}
 	// The survivor's QP is flushed: its outstanding receives complete.
-	if a, err := s.c.QP().Query(); err != nil || a.State != qp.Error {
+	if a, err := s.c.QP().Query(); err != nil || a.State != qp.StateError {
 		t.Errorf("server QP after DISCONNECTED: %v (%v), want ERR", a.State, err)
 	}
 }
@@ -249,10 +257,8 @@ func ucmatoseServerGo(t *testing.T, ctx context.Context, l *rdmacm.Listener, n, 
 	for i, c := range conns {
 		msgs[i].postSends(t, c.QP(), count)
 	}
-	for i, c := range conns {
-		pollN(t, c.CQ(), count, false, 30*time.Second)
-		pollN(t, c.CQ(), count, true, 30*time.Second)
-		_ = i
+	for _, c := range conns {
+		pollN(t, c.CQ(), count, count, 30*time.Second)
 	}
 	for _, c := range conns {
 		if err := c.Disconnect(); err != nil {
@@ -275,11 +281,11 @@ func ucmatoseClientGo(t *testing.T, ctx context.Context, addr string, n, count, 
 		defer msgs[i].close()
 	}
 	for i, c := range conns {
-		pollN(t, c.CQ(), count, true, 30*time.Second)
+		pollN(t, c.CQ(), 0, count, 30*time.Second)
 		msgs[i].postSends(t, c.QP(), count)
 	}
 	for _, c := range conns {
-		pollN(t, c.CQ(), count, false, 30*time.Second)
+		pollN(t, c.CQ(), count, 0, 30*time.Second)
 	}
 	for i, c := range conns {
 		ev, err := c.WaitEvent(ctx)

@@ -42,10 +42,10 @@ func cpuTime(p *peer) time.Duration {
 // benchGo runs rocev2-server on rxe0 fed by rocev2-send on rxe1.
 func benchGo(t *testing.T, size, n, port int, spin, depth string) receiverRun {
 	devs := devices(t, 2)
-	srv := startPeer(t, 5*time.Minute, "rocev2-server", "-d", devs[0], "-p", strconv.Itoa(port), "-r", depth,
+	srv := startPeer(t, 5*time.Minute, "rocev2-server", "-d", devs[0], "-g", gidArg(t, devs[0]), "-p", strconv.Itoa(port), "-r", depth,
 		"-n", strconv.Itoa(n), "-q", "-check=false", "-timeout", "4m", "-spin", spin)
 	waitListening(t, srv, port, 30*time.Second)
-	snd := startPeer(t, 5*time.Minute, "rocev2-send", "-d", devs[1], "-p", strconv.Itoa(port), "-n", strconv.Itoa(n),
+	snd := startPeer(t, 5*time.Minute, "rocev2-send", "-d", devs[1], "-g", gidArg(t, devs[1]), "-p", strconv.Itoa(port), "-n", strconv.Itoa(n),
 		"-s", strconv.Itoa(size), "-q", "128", "-signal", "16", "-fill=false", "10.99.0.1")
 	snd.wait(t)
 	out := srv.wait(t)
@@ -70,10 +70,10 @@ func benchC(t *testing.T, size, n, port int) receiverRun {
 	devs := devices(t, 2)
 	for try := 0; ; try++ {
 		p := port + 1000*try
-		args := []string{"-F", "-x", "1", "-s", strconv.Itoa(size), "-n", strconv.Itoa(n), "-p", strconv.Itoa(p)}
-		srv := startPeer(t, 5*time.Minute, "ib_send_bw", append([]string{"-d", devs[0]}, args...)...)
+		args := []string{"-F", "-s", strconv.Itoa(size), "-n", strconv.Itoa(n), "-p", strconv.Itoa(p)}
+		srv := startPeer(t, 5*time.Minute, "ib_send_bw", append([]string{"-d", devs[0], "-x", gidArg(t, devs[0])}, args...)...)
 		waitListening(t, srv, p, 30*time.Second)
-		cli := startPeer(t, 5*time.Minute, "ib_send_bw", append(append([]string{"-d", devs[1]}, args...), "10.99.0.1")...)
+		cli := startPeer(t, 5*time.Minute, "ib_send_bw", append(append([]string{"-d", devs[1], "-x", gidArg(t, devs[1])}, args...), "10.99.0.1")...)
 		<-srv.done
 		<-cli.done
 		out := srv.out.String() + cli.out.String()

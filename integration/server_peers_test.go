@@ -164,6 +164,7 @@ func TestServerConfigChecks(t *testing.T) {
 		t.Errorf("PMTU 4096 on a 1500-byte veth: %v", err)
 	}
 	cfg = server.DefaultConfig(devs[0])
+	cfg.GIDIndex = gidIndex(t, devs[0])
 	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -190,10 +191,10 @@ func TestServerTools(t *testing.T) {
 	devs := devices(t, 2)
 	const port, n, size = 18690, 300, 700
 	file := t.TempDir() + "/frames.bin"
-	srv := startPeer(t, 2*time.Minute, "rocev2-server", "-d", devs[0], "-p", strconv.Itoa(port), "-n", strconv.Itoa(n),
+	srv := startPeer(t, 2*time.Minute, "rocev2-server", "-d", devs[0], "-g", gidArg(t, devs[0]), "-p", strconv.Itoa(port), "-n", strconv.Itoa(n),
 		"-r", "16", "-o", file, "--hold", "2ms", "-timeout", "90s")
 	waitListening(t, srv, port, 30*time.Second)
-	runPeer(t, time.Minute, "rocev2-send", "-d", devs[1], "-p", strconv.Itoa(port), "-n", strconv.Itoa(n), "-s", strconv.Itoa(size), "-c", "3", "10.99.0.1")
+	runPeer(t, time.Minute, "rocev2-send", "-d", devs[1], "-g", gidArg(t, devs[1]), "-p", strconv.Itoa(port), "-n", strconv.Itoa(n), "-s", strconv.Itoa(size), "-c", "3", "10.99.0.1")
 	out := srv.wait(t)
 	for _, want := range []string{"frames 300, bytes 210000", "channels 0:100 1:100 2:100; ring gaps 0", "0 lost, 0 corrupt"} {
 		if !strings.Contains(out, want) {

@@ -55,6 +55,7 @@ func newRXServerServing(t *testing.T, edit func(*server.Config), serve bool) *rx
 	devs := devices(t, 2)
 	r := &rxServer{t: t, port: 18600 + int(nextPort.Add(1)), serveErr: make(chan error, 1)}
 	cfg := server.DefaultConfig(devs[0])
+	cfg.GIDIndex = gidIndex(t, devs[0])
 	cfg.Handler = r.handle
 	if edit != nil {
 		edit(&cfg)
@@ -168,7 +169,7 @@ func (r *rxServer) checker(g int) framecheck.Checker {
 // send runs rocev2-send on rxe1 against the server with extra arguments.
 func (r *rxServer) sendArgs(args ...string) []string {
 	devs := devices(r.t, 2)
-	return append(append([]string{"-d", devs[1], "-p", strconv.Itoa(r.port)}, args...), "10.99.0.1")
+	return append(append([]string{"-d", devs[1], "-g", gidArg(r.t, devs[1]), "-p", strconv.Itoa(r.port)}, args...), "10.99.0.1")
 }
 
 func (r *rxServer) send(limit time.Duration, args ...string) string {

@@ -216,7 +216,7 @@ func TestServerCompleteConnection(t *testing.T) {
 	}
 	defer ln.Close()
 	devs := devices(t, 2)
-	snd := startPeer(t, time.Minute, "rocev2-send", "-d", devs[1], "-p", strconv.Itoa(r.port+50), "-n", "3000", "-s", "1-3000", "10.99.0.1")
+	snd := startPeer(t, time.Minute, "rocev2-send", "-d", devs[1], "-g", gidArg(t, devs[1]), "-p", strconv.Itoa(r.port+50), "-n", "3000", "-s", "1-3000", "10.99.0.1")
 	c, err := ln.Accept()
 	if err != nil {
 		t.Fatal(err)
@@ -353,6 +353,7 @@ func TestServerTakeovers(t *testing.T) {
 func TestServerFramesChannel(t *testing.T) {
 	devs := devices(t, 2)
 	cfg := server.DefaultConfig(devs[0])
+	cfg.GIDIndex = gidIndex(t, devs[0])
 	cfg.Depth = 32
 	srv, err := server.New(cfg)
 	if err != nil {
@@ -374,7 +375,7 @@ func TestServerFramesChannel(t *testing.T) {
 			f.Release()
 		}
 	}()
-	runPeer(t, time.Minute, "rocev2-send", "-d", devs[1], "-p", "18695", "-n", "2000", "-s", "1-3000", "10.99.0.1")
+	runPeer(t, time.Minute, "rocev2-send", "-d", devs[1], "-g", gidArg(t, devs[1]), "-p", "18695", "-n", "2000", "-s", "1-3000", "10.99.0.1")
 	deadline := time.Now().Add(30 * time.Second)
 	for srv.Stats().Frames < 2000 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)

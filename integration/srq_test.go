@@ -25,7 +25,7 @@ func connectOne(t testing.TB, a *qpEnd, qa *qp.QP, b *qpEnd, qb *qp.QP) {
 		remote *qp.QP
 	}{{a, qa, b, qb}, {b, qb, a, qa}} {
 		if err := s.q.Connect(qp.Peer{QPN: s.remote.Num(), PSN: psn(s.remote), GID: s.re.gid}, qp.ConnectOptions{
-			SGIDIndex: uint8(s.e.gidIndex), PathMTU: s.e.port.ActiveMTU, SendPSN: psn(s.q),
+			SGID: s.e.sgid, PathMTU: s.e.port.ActiveMTU, SendPSN: psn(s.q),
 			Access: uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead,
 		}); err != nil {
 			t.Fatal(err)
@@ -75,7 +75,7 @@ func newSRQRig(t *testing.T, n int, attr qp.SRQAttr) *srqRig {
 func (r *srqRig) postSRQ(t *testing.T, first, count, size int) {
 	t.Helper()
 	for i := first; i < first+count; i++ {
-		if err := r.srq.PostRecv([]qp.RecvWR{{ID: uint64(i), SGEs: []qp.SGE{sge(r.rx, i*size%(1<<16), size)}}}); err != nil {
+		if err := r.srq.PostRecv([]qp.RecvWR{{ID: uint64(i), SGEs: []uverbs.SGE{sge(r.rx, i*size%(1<<16), size)}}}); err != nil {
 			t.Fatalf("post SRQ receive %d: %v", i, err)
 		}
 	}
@@ -89,7 +89,7 @@ func (r *srqRig) send(t *testing.T, i, size int, fill byte) {
 	for k := range size {
 		b[k] = fill
 	}
-	if err := r.txQPs[i].PostSend([]qp.SendWR{{ID: uint64(fill), Opcode: qp.Send, Flags: qp.Signaled, SGEs: []qp.SGE{sge(r.tx, 0, size)}}}); err != nil {
+	if err := r.txQPs[i].PostSend([]qp.SendWR{{ID: uint64(fill), Opcode: qp.Send, Flags: qp.Signaled, SGEs: []uverbs.SGE{sge(r.tx, 0, size)}}}); err != nil {
 		t.Fatal(err)
 	}
 	wc := pollWait(t, r.tx.cq, make([]cq.WC, 1), 1, 10*time.Second)
@@ -141,7 +141,7 @@ func TestSRQSharedByQPs(t *testing.T) {
 	if len(perQP) != n {
 		t.Errorf("completions per QP: %v", perQP)
 	}
-	one := []qp.RecvWR{{ID: 99, SGEs: []qp.SGE{sge(r.rx, 0, 64)}}}
+	one := []qp.RecvWR{{ID: 99, SGEs: []uverbs.SGE{sge(r.rx, 0, 64)}}}
 	if allocs := testing.AllocsPerRun(20, func() {
 		if err := r.srq.PostRecv(one); err != nil {
 			t.Fatal(err)
@@ -159,18 +159,18 @@ func TestSRQPostAllOrNothing(t *testing.T) {
 	depth, _ := r.srq.Cap()
 	wrs := make([]qp.RecvWR, depth+1)
 	for i := range wrs {
-		wrs[i] = qp.RecvWR{ID: uint64(i), SGEs: []qp.SGE{sge(r.rx, 0, 16)}}
+		wrs[i] = qp.RecvWR{ID: uint64(i), SGEs: []uverbs.SGE{sge(r.rx, 0, 16)}}
 	}
 	if err := r.srq.PostRecv(wrs); !errors.Is(err, qp.ErrQueueFull) {
 		t.Fatalf("%d receives on a %d-deep SRQ: %v", len(wrs), depth, err)
 	}
-	bad := []qp.RecvWR{wrs[0], {ID: 7, SGEs: []qp.SGE{sge(r.rx, 0, 8), sge(r.rx, 8, 8)}}}
+	bad := []qp.RecvWR{wrs[0], {ID: 7, SGEs: []uverbs.SGE{sge(r.rx, 0, 8), sge(r.rx, 8, 8)}}}
 	if err := r.srq.PostRecv(bad); !errors.Is(err, qp.ErrTooManySGEs) {
 		t.Fatalf("two SGEs on a 1-SGE SRQ: %v", err)
 	}
 	// Nothing was posted: the first send finds no receive (RNR), until
 	// one is posted.
-	if err := r.txQPs[0].PostSend([]qp.SendWR{{ID: 1, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []qp.SGE{sge(r.tx, 0, 16)}}}); err != nil {
+	if err := r.txQPs[0].PostSend([]qp.SendWR{{ID: 1, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []uverbs.SGE{sge(r.tx, 0, 16)}}}); err != nil {
 		t.Fatal(err)
 	}
 	quiet(t, r.rx.cq, "no receive posted")
@@ -223,8 +223,8 @@ func TestSRQLimitEvent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no SRQ limit event: %v", err)
 	}
-	if ev.Type != uverbs.EventSRQLimitReached || ev.SRQ != r.srq.Verbs() || ev.Element != r.srq.Verbs().UserHandle() {
-		t.Fatalf("event %v (SRQ %p), want SRQ limit reached on %p", ev, ev.SRQ, r.srq.Verbs())
+	if ev.Type != uverbs.EventSRQLimitReached || ev.Object != r.srq || ev.Element != r.srq.Verbs().UserHandle() {
+		t.Fatalf("event %v (object %v), want SRQ limit reached on %p", ev, ev.Object, r.srq)
 	}
 	t.Logf("event: %v", ev)
 	if a, err := r.srq.Query(); err != nil || a.Limit != 0 {
@@ -236,7 +236,7 @@ func TestSRQLimitEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.send(t, 0, 64, 7)
-	if ev, err := waitEvent(t, r.rx.ctx, 10*time.Second); err != nil || ev.Type != uverbs.EventSRQLimitReached || ev.SRQ != r.srq.Verbs() {
+	if ev, err := waitEvent(t, r.rx.ctx, 10*time.Second); err != nil || ev.Type != uverbs.EventSRQLimitReached || ev.Object != r.srq {
 		t.Fatalf("re-armed: %v, %v", ev, err)
 	}
 	pollWait(t, r.rx.cq, make([]cq.WC, 3), 3, 10*time.Second)

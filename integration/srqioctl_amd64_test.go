@@ -18,11 +18,11 @@ import (
 func TestSRQCreateIoctlLikeLibibverbs(t *testing.T) {
 	devs := devices(t, 2)
 	trace := func(tool, port string) ([]ioctlShape, string) {
-		args := []string{"-g", "1", "-q", "2", "-r", "8", "-n", "10", "-p", port}
-		srv := startPeer(t, 60*time.Second, "ibv_srq_pingpong", append([]string{"-d", devs[0]}, args...)...)
+		args := []string{"-q", "2", "-r", "8", "-n", "10", "-p", port}
+		srv := startPeer(t, 60*time.Second, "ibv_srq_pingpong", append([]string{"-d", devs[0], "-g", gidArg(t, devs[0])}, args...)...)
 		p, _ := strconv.Atoi(port)
 		waitListening(t, srv, p, 30*time.Second)
-		calls, out := traceIoctls(t, 60*time.Second, tool, append(append([]string{"-d", devs[1]}, args...), "10.99.0.1")...)
+		calls, out := traceIoctls(t, 60*time.Second, tool, append(append([]string{"-d", devs[1], "-g", gidArg(t, devs[1])}, args...), "10.99.0.1")...)
 		srv.wait(t)
 		return calls, out
 	}

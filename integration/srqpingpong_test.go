@@ -18,8 +18,8 @@ type srqPingpongRun struct {
 	serverEvents, clientEvents bool
 }
 
-func (r srqPingpongRun) args(dev string, events bool) []string {
-	args := []string{"-d", dev, "-g", "1", "-q", strconv.Itoa(r.qps), "-s", strconv.Itoa(r.size),
+func (r srqPingpongRun) args(t testing.TB, dev string, events bool) []string {
+	args := []string{"-d", dev, "-g", gidArg(t, dev), "-q", strconv.Itoa(r.qps), "-s", strconv.Itoa(r.size),
 		"-n", strconv.Itoa(r.iters), "-r", strconv.Itoa(r.rx), "-p", strconv.Itoa(r.port)}
 	if events {
 		args = append(args, "-e")
@@ -74,9 +74,9 @@ func TestSRQPingpong(t *testing.T) {
 	} {
 		t.Run(r.server+"-"+r.client+"-q"+strconv.Itoa(r.qps)+"-p"+strconv.Itoa(r.port), func(t *testing.T) {
 			devs := devices(t, 2)
-			srv := startPeer(t, 90*time.Second, r.server, r.args(devs[0], r.serverEvents)...)
+			srv := startPeer(t, 90*time.Second, r.server, r.args(t, devs[0], r.serverEvents)...)
 			waitListening(t, srv, r.port, 30*time.Second)
-			cli := runPeer(t, 90*time.Second, r.client, append(r.args(devs[1], r.clientEvents), "10.99.0.1")...)
+			cli := runPeer(t, 90*time.Second, r.client, append(r.args(t, devs[1], r.clientEvents), "10.99.0.1")...)
 			sout := srv.wait(t)
 			sl, sr := srqAddresses(t, "server "+r.server, sout, r.qps)
 			cl, cr := srqAddresses(t, "client "+r.client, cli, r.qps)

@@ -23,7 +23,7 @@ func twoVMRole(t *testing.T) (role, peerAddr string) {
 func TestTwoVMCToolsRCPingpong(t *testing.T) {
 	role, peerAddr := twoVMRole(t)
 	const size, iters = 4096, 100
-	args := []string{"-d", "rxe0", "-g", "1", "-s", "4096", "-n", "100", "-p", "18700"}
+	args := []string{"-d", "rxe0", "-g", gidArg(t, "rxe0"), "-s", "4096", "-n", "100", "-p", "18700"}
 	if role == "a" {
 		checkPingpong(t, "server (vm a)", runPeer(t, 90*time.Second, "ibv_rc_pingpong", args...), size, iters)
 		return

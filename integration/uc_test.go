@@ -38,13 +38,13 @@ func TestUCOpcodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		if err := b.qp.PostRecv([]qp.RecvWR{{ID: uint64(10 + i), SGEs: []qp.SGE{sge(b, i*4096, 4096)}}}); err != nil {
+		if err := b.qp.PostRecv([]qp.RecvWR{{ID: uint64(10 + i), SGEs: []uverbs.SGE{sge(b, i*4096, 4096)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	const psnA, psnB = 0x10203, 0x40506
 	o := func(e *qpEnd, p uint32) qp.ConnectOptions {
-		return qp.ConnectOptions{SGIDIndex: uint8(e.gidIndex), PathMTU: uverbs.MTU1024, SendPSN: p, Access: uverbs.AccessRemoteWrite}
+		return qp.ConnectOptions{SGID: e.sgid, PathMTU: uverbs.MTU1024, SendPSN: p, Access: uverbs.AccessRemoteWrite}
 	}
 	if err := a.qp.Connect(qp.Peer{QPN: b.qp.Num(), PSN: psnB, GID: b.gid}, o(a, psnA)); err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func TestUCOpcodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	attr, err := a.qp.Query()
-	if err != nil || attr.State != qp.RTS || attr.SQPSN != psnA || attr.DestQPNum != b.qp.Num() || attr.PathMTU != uverbs.MTU1024 {
+	if err != nil || attr.State != qp.StateRTS || attr.SQPSN != psnA || attr.DestQPNum != b.qp.Num() || attr.PathMTU != uverbs.MTU1024 {
 		t.Fatalf("UC QP after Connect: %+v, %v", attr, err)
 	}
 	src := a.buf.Bytes()
@@ -79,20 +79,20 @@ func TestUCOpcodes(t *testing.T) {
 	}
 	dst := b.buf.Bytes()
 
-	send(qp.SendWR{ID: 1, Opcode: qp.Send, SGEs: []qp.SGE{sge(a, 0, 4096)}})
+	send(qp.SendWR{ID: 1, Opcode: qp.Send, SGEs: []uverbs.SGE{sge(a, 0, 4096)}})
 	recv(10, cq.OpRecv, 4096, 0, false)
 	if !bytes.Equal(dst[:4096], src[:4096]) {
 		t.Fatal("SEND payload differs")
 	}
-	send(qp.SendWR{ID: 2, Opcode: qp.SendWithImm, Imm: 0xfeedf00d, SGEs: []qp.SGE{sge(a, 4096, 3000)}})
+	send(qp.SendWR{ID: 2, Opcode: qp.SendWithImm, Imm: 0xfeedf00d, SGEs: []uverbs.SGE{sge(a, 4096, 3000)}})
 	recv(11, cq.OpRecv, 3000, 0xfeedf00d, true)
 	if !bytes.Equal(dst[4096:7096], src[4096:7096]) {
 		t.Fatal("SEND_WITH_IMM payload differs")
 	}
-	send(qp.SendWR{ID: 3, Opcode: qp.RDMAWrite, RemoteAddr: b.mr.Addr() + 32768, RKey: b.mr.RKey(), SGEs: []qp.SGE{sge(a, 8192, 4096)}})
+	send(qp.SendWR{ID: 3, Opcode: qp.RDMAWrite, RemoteAddr: b.mr.Addr() + 32768, RKey: b.mr.RKey(), SGEs: []uverbs.SGE{sge(a, 8192, 4096)}})
 	waitBytes(t, dst[32768:32768+4096], src[8192:8192+4096], 10*time.Second)
 	quiet(t, b.cq, "an RDMA WRITE")
-	send(qp.SendWR{ID: 4, Opcode: qp.RDMAWriteWithImm, Imm: 42, RemoteAddr: b.mr.Addr() + 40960, RKey: b.mr.RKey(), SGEs: []qp.SGE{sge(a, 12288, 2500)}})
+	send(qp.SendWR{ID: 4, Opcode: qp.RDMAWriteWithImm, Imm: 42, RemoteAddr: b.mr.Addr() + 40960, RKey: b.mr.RKey(), SGEs: []uverbs.SGE{sge(a, 12288, 2500)}})
 	recv(12, cq.OpRecvRDMAWithImm, 2500, 42, true)
 	if !bytes.Equal(dst[40960:40960+2500], src[12288:12288+2500]) {
 		t.Fatal("WRITE_WITH_IMM payload differs")
@@ -100,7 +100,7 @@ func TestUCOpcodes(t *testing.T) {
 	// 9 is IB_UVERBS_WR_SEND_WITH_INV: RC only (librxe advertises it on UC
 	// too, the kernel refuses it there).
 	for _, op := range []qp.SendOpcode{qp.RDMARead, 9} {
-		err := a.qp.PostSend([]qp.SendWR{{Opcode: op, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey(), SGEs: []qp.SGE{sge(a, 0, 8)}}})
+		err := a.qp.PostSend([]qp.SendWR{{Opcode: op, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey(), SGEs: []uverbs.SGE{sge(a, 0, 8)}}})
 		if !errors.Is(err, qp.ErrOpcodeTransport) {
 			t.Errorf("UC %v: %v, want ErrOpcodeTransport", op, err)
 		}

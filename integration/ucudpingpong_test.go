@@ -66,7 +66,7 @@ func TestUDPingpong(t *testing.T) {
 func TestUCUDPingpongRefusals(t *testing.T) {
 	dev := devices(t, 1)[0]
 	for _, tool := range []string{"ibv_ud_pingpong", "ud-pingpong"} {
-		p := startPeer(t, 30*time.Second, tool, "-d", dev, "-g", "1", "-s", "1025", "-p", "18799", "10.99.0.1")
+		p := startPeer(t, 30*time.Second, tool, "-d", dev, "-g", gidArg(t, dev), "-s", "1025", "-p", "18799", "10.99.0.1")
 		<-p.done
 		if out := p.out.String(); p.err == nil || !strings.Contains(out, "Requested size larger than port MTU (1024)") {
 			t.Errorf("%s -s 1025: err %v:\n%s", tool, p.err, out)

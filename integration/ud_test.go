@@ -32,7 +32,7 @@ func openUD(t *testing.T, dev string, qkey uint32, n, size int) *qpEnd {
 	if err := e.qp.ActivateUD(qp.UDOptions{QKey: qkey, SendPSN: psn(e.qp)}); err != nil {
 		t.Fatal(err)
 	}
-	if attr, err := e.qp.Query(); err != nil || attr.State != qp.RTS || attr.QKey != qkey {
+	if attr, err := e.qp.Query(); err != nil || attr.State != qp.StateRTS || attr.QKey != qkey {
 		t.Fatalf("UD QP after ActivateUD: state %v, qkey %#x, %v", attr.State, attr.QKey, err)
 	}
 	return e
@@ -52,7 +52,7 @@ func newAH(t *testing.T, pd *uverbs.PD, p qp.AHParams) *qp.AH {
 func postUDRecvs(t *testing.T, e *qpEnd, first, n, size int) {
 	t.Helper()
 	for i := first; i < first+n; i++ {
-		if err := e.qp.PostRecv([]qp.RecvWR{{ID: uint64(i), SGEs: []qp.SGE{sge(e, i*(qp.GRHLen+size), qp.GRHLen+size)}}}); err != nil {
+		if err := e.qp.PostRecv([]qp.RecvWR{{ID: uint64(i), SGEs: []uverbs.SGE{sge(e, i*(qp.GRHLen+size), qp.GRHLen+size)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -65,7 +65,7 @@ func udSend(t *testing.T, a *qpEnd, ah *qp.AH, qpn, qkey uint32, msg string, op 
 	t.Helper()
 	copy(a.buf.Bytes()[qp.GRHLen:], msg)
 	wr := qp.SendWR{ID: 77, Opcode: op, Flags: qp.Signaled, Imm: imm, AH: ah, RemoteQPN: qpn, RemoteQKey: qkey,
-		SGEs: []qp.SGE{sge(a, qp.GRHLen, len(msg))}}
+		SGEs: []uverbs.SGE{sge(a, qp.GRHLen, len(msg))}}
 	if err := a.qp.PostSend([]qp.SendWR{wr}); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func udSend(t *testing.T, a *qpEnd, ah *qp.AH, qpn, qkey uint32, msg string, op 
 func TestUDAddressHandle(t *testing.T) {
 	devs := devices(t, 2)
 	a, b := openUD(t, devs[0], udQKey, 4, 1024), openUD(t, devs[1], udQKey, 4, 1024)
-	ah := newAH(t, a.pd, qp.AHParams{DGID: b.gid, SGIDIndex: uint8(a.gidIndex), HopLimit: 1})
+	ah := newAH(t, a.pd, qp.AHParams{DGID: b.gid, SGID: a.sgid, HopLimit: 1})
 	if ah.Num() == 0 || ah.Verbs().Attr().GRH.DGID != b.gid {
 		t.Fatalf("AH number %d, attr %+v", ah.Num(), ah.Verbs().Attr())
 	}
@@ -108,12 +108,12 @@ func TestUDAddressHandle(t *testing.T) {
 		t.Fatalf("datagram %+v", d)
 	}
 	for _, op := range []qp.SendOpcode{qp.RDMAWrite, qp.RDMAWriteWithImm, qp.RDMARead} {
-		err := a.qp.PostSend([]qp.SendWR{{Opcode: op, AH: ah, RemoteQPN: b.qp.Num(), SGEs: []qp.SGE{sge(a, 0, 8)}}})
+		err := a.qp.PostSend([]qp.SendWR{{Opcode: op, AH: ah, RemoteQPN: b.qp.Num(), SGEs: []uverbs.SGE{sge(a, 0, 8)}}})
 		if !errors.Is(err, qp.ErrOpcodeTransport) {
 			t.Errorf("UD %v: %v, want ErrOpcodeTransport", op, err)
 		}
 	}
-	if err := a.qp.PostSend([]qp.SendWR{{Opcode: qp.Send, RemoteQPN: b.qp.Num(), SGEs: []qp.SGE{sge(a, 0, 8)}}}); !errors.Is(err, qp.ErrOpcodeTransport) {
+	if err := a.qp.PostSend([]qp.SendWR{{Opcode: qp.Send, RemoteQPN: b.qp.Num(), SGEs: []uverbs.SGE{sge(a, 0, 8)}}}); !errors.Is(err, qp.ErrOpcodeTransport) {
 		t.Errorf("UD send without an AH: %v", err)
 	}
 	if err := ah.Close(); err != nil {
@@ -137,7 +137,7 @@ func TestUDAddressHandle(t *testing.T) {
 func TestUDQKey(t *testing.T) {
 	devs := devices(t, 2)
 	a, b := openUD(t, devs[0], udQKey, 4, 64), openUD(t, devs[1], udQKey, 4, 64)
-	ah := newAH(t, a.pd, qp.AHParams{DGID: b.gid, SGIDIndex: uint8(a.gidIndex)})
+	ah := newAH(t, a.pd, qp.AHParams{DGID: b.gid, SGID: a.sgid})
 	for _, k := range []uint32{0x22222222, udQKey + 1, 0x80000000} {
 		if s := udSend(t, a, ah, b.qp.Num(), k, "wrong key", qp.Send, 0); s.Status != cq.Success {
 			t.Fatalf("send with Q_Key %#x: %+v", k, s)
@@ -196,7 +196,7 @@ func TestUDLongerThanMTU(t *testing.T) {
 	setMTU(t, a0.ctx, "veth0", 9000, uverbs.MTU4096)
 	setMTU(t, b.ctx, "veth1", 9000, uverbs.MTU4096)
 	stale := openUD(t, devs[0], udQKey, 0, 4096)
-	ah := newAH(t, stale.pd, qp.AHParams{DGID: b.gid, SGIDIndex: uint8(stale.gidIndex)})
+	ah := newAH(t, stale.pd, qp.AHParams{DGID: b.gid, SGID: stale.sgid})
 	msg := strings.Repeat("x", 2048)
 	udSend(t, stale, ah, b.qp.Num(), udQKey, msg, qp.Send, 0)
 	if w := pollWait(t, b.cq, make([]cq.WC, 1), 1, 10*time.Second)[0]; w.Status != cq.Success || w.ByteLen != uint32(qp.GRHLen+2048) {
@@ -213,8 +213,8 @@ func TestUDLongerThanMTU(t *testing.T) {
 	quiet(t, b.cq, "the oversized datagram")
 
 	fresh := openUD(t, devs[0], udQKey, 0, 4096)
-	ah2 := newAH(t, fresh.pd, qp.AHParams{DGID: b.gid, SGIDIndex: uint8(fresh.gidIndex)})
-	err := fresh.qp.PostSend([]qp.SendWR{{Opcode: qp.Send, AH: ah2, RemoteQPN: b.qp.Num(), RemoteQKey: udQKey, SGEs: []qp.SGE{sge(fresh, 0, 1025)}}})
+	ah2 := newAH(t, fresh.pd, qp.AHParams{DGID: b.gid, SGID: fresh.sgid})
+	err := fresh.qp.PostSend([]qp.SendWR{{Opcode: qp.Send, AH: ah2, RemoteQPN: b.qp.Num(), RemoteQKey: udQKey, SGEs: []uverbs.SGE{sge(fresh, 0, 1025)}}})
 	if !errors.Is(err, qp.ErrMessageTooLong) {
 		t.Fatalf("1025 bytes at MTU 1024: %v, want ErrMessageTooLong", err)
 	}
@@ -251,7 +251,7 @@ func TestUDMulticast(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ah := newAH(t, a.pd, qp.AHParams{DGID: gid, SGIDIndex: uint8(a.gidIndex)})
+	ah := newAH(t, a.pd, qp.AHParams{DGID: gid, SGID: a.sgid})
 	if s := udSend(t, a, ah, qp.MulticastQPN, udQKey, "to the group", qp.Send, 0); s.Status != cq.Success {
 		t.Fatalf("multicast send: %+v", s)
 	}
@@ -280,9 +280,9 @@ func TestUDMulticast(t *testing.T) {
 func TestUDZeroAllocs(t *testing.T) {
 	devs := devices(t, 2)
 	a, b := openUD(t, devs[0], udQKey, 0, 64), openUD(t, devs[1], udQKey, 0, 64)
-	ah := newAH(t, a.pd, qp.AHParams{DGID: b.gid, SGIDIndex: uint8(a.gidIndex)})
-	send := []qp.SendWR{{Opcode: qp.Send, Flags: qp.Signaled, AH: ah, RemoteQPN: b.qp.Num(), RemoteQKey: udQKey, SGEs: []qp.SGE{sge(a, qp.GRHLen, 64)}}}
-	recv := []qp.RecvWR{{SGEs: []qp.SGE{sge(b, 0, qp.GRHLen+64)}}}
+	ah := newAH(t, a.pd, qp.AHParams{DGID: b.gid, SGID: a.sgid})
+	send := []qp.SendWR{{Opcode: qp.Send, Flags: qp.Signaled, AH: ah, RemoteQPN: b.qp.Num(), RemoteQKey: udQKey, SGEs: []uverbs.SGE{sge(a, qp.GRHLen, 64)}}}
+	recv := []qp.RecvWR{{SGEs: []uverbs.SGE{sge(b, 0, qp.GRHLen+64)}}}
 	wc := make([]cq.WC, 2)
 	round := func() {
 		if err := b.qp.PostRecv(recv); err != nil {
@@ -350,7 +350,7 @@ func TestUDContextCloseFreesAH(t *testing.T) {
 	gid, idx := mappedGID(t, name, port)
 	var ahs []*qp.AH
 	for range 3 {
-		ah, err := qp.NewAH(pd, qp.AHParams{DGID: gid, SGIDIndex: uint8(idx)})
+		ah, err := qp.NewAH(pd, qp.AHParams{DGID: gid, SGID: uverbs.GIDEntry{GID: gid, Index: idx, Port: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -399,7 +399,7 @@ func TestUDIPv6GRH(t *testing.T) {
 	var ah *qp.AH
 	for try := 1; ; try++ {
 		var err error
-		if ah, err = qp.NewAH(a.pd, qp.AHParams{DGID: dst.GID, SGIDIndex: uint8(src.Index)}); err == nil {
+		if ah, err = qp.NewAH(a.pd, qp.AHParams{DGID: dst.GID, SGID: src}); err == nil {
 			t.Cleanup(func() { closeOK(t, "AH", ah.Close()) })
 			break
 		}

@@ -158,27 +158,28 @@ func TestUverbsGIDTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		var found bool
+		idx := gidIndex(t, name)
 		for _, g := range gids {
 			t.Logf("%s: GID[%d] %v %v ifindex %d", name, g.Index, g.GID, g.Type, g.NetdevIndex)
 			if g.GID.IsZero() {
 				t.Errorf("%s: zero GID returned at index %d", name, g.Index)
 			}
-			if g.Index == 1 {
+			if g.Index == idx {
 				found = true
 				if g.GID != want || g.Type != uverbs.GIDTypeRoCEv2 || g.NetdevIndex != link.Attrs().Index || g.Port != 1 {
-					t.Errorf("%s: GID[1] = %+v; want %v RoCE v2 on %s (ifindex %d)", name, g, want, netdev, link.Attrs().Index)
+					t.Errorf("%s: GID[%d] = %+v; want %v RoCE v2 on %s (ifindex %d)", name, idx, g, want, netdev, link.Attrs().Index)
 				}
 				if ip := g.GID.To4(); ip == nil || ip.String() != fmt.Sprintf("10.99.0.%d", i+1) {
-					t.Errorf("%s: GID[1].To4() = %v", name, ip)
+					t.Errorf("%s: GID[%d].To4() = %v", name, idx, ip)
 				}
 			}
 		}
 		if !found {
-			t.Errorf("%s: no GID at index 1", name)
+			t.Errorf("%s: no GID at index %d", name, idx)
 		}
-		one, err := ctx.QueryGID(1, 1)
+		one, err := ctx.QueryGID(1, idx)
 		if err != nil || one.GID != want || one.NetdevIndex != link.Attrs().Index {
-			t.Errorf("%s: QueryGID(1, 1) = %+v, %v", name, one, err)
+			t.Errorf("%s: QueryGID(1, %d) = %+v, %v", name, idx, one, err)
 		}
 		port, err := ctx.QueryPort(1)
 		if err != nil {
@@ -337,6 +338,7 @@ func TestUverbsContextCloseFirst(t *testing.T) {
 // QUERY_QP reads back.
 func uvConnectSelf(t testing.TB, q *uverbs.QP, gid uverbs.GID) {
 	t.Helper()
+	idx := uint8(gidIndex(t, devices(t, 1)[0]))
 	steps := []struct {
 		attr uverbs.QPAttr
 		mask uverbs.QPAttrMask
@@ -345,7 +347,7 @@ func uvConnectSelf(t testing.TB, q *uverbs.QP, gid uverbs.GID) {
 			uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrAccessFlags},
 		{uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: uverbs.MTU1024, DestQPNum: q.Num(), RQPSN: 100,
 			MaxDestRdAtomic: 1, MinRNRTimer: 12,
-			AH: uverbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: uverbs.GlobalRoute{DGID: gid, SGIDIndex: 1, HopLimit: 64}}},
+			AH: uverbs.AHAttr{IsGlobal: true, PortNum: 1, GRH: uverbs.GlobalRoute{DGID: gid, SGIDIndex: idx, HopLimit: 64}}},
 			uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN |
 				uverbs.QPAttrMaxDestRdAtomic | uverbs.QPAttrMinRNRTimer},
 		{uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: 100, Timeout: 14, RetryCnt: 3, RNRRetry: 3, MaxRdAtomic: 1},
@@ -369,7 +371,7 @@ func uvConnectSelf(t testing.TB, q *uverbs.QP, gid uverbs.GID) {
 		t.Fatal(err)
 	}
 	if got.PathMTU != uverbs.MTU1024 || got.DestQPNum != q.Num() || !got.AH.IsGlobal || got.AH.GRH.DGID != gid ||
-		got.AH.GRH.SGIDIndex != 1 || got.RQPSN != 100 || got.SQPSN != 100 {
+		got.AH.GRH.SGIDIndex != idx || got.RQPSN != 100 || got.SQPSN != 100 {
 		t.Errorf("queried QP attributes %+v", got)
 	}
 	if init.Cap.MaxSendWR < 16 || init.Type != uverbs.QPTypeRC {
@@ -548,11 +550,11 @@ func postSendDoorbells(t *testing.T, who, out string) [][]byte {
 // uverbs.QP.PostSendDoorbell).
 func TestUverbsDoorbellMatchesLibrxe(t *testing.T) {
 	devs := devices(t, 2)
-	args := []string{"-g", "1", "-n", "5", "-p", "18700"}
+	args := []string{"-n", "5", "-p", "18700"}
 	srv := startPeer(t, 60*time.Second, "strace", append([]string{"-f", "-e", "trace=write", "-xx", "-s", "512",
-		"ibv_rc_pingpong", "-d", devs[0]}, args...)...)
+		"ibv_rc_pingpong", "-d", devs[0], "-g", gidArg(t, devs[0])}, args...)...)
 	waitListening(t, srv, 18700, 30*time.Second) // strace starts slowly in the VM
-	runPeer(t, 60*time.Second, "ibv_rc_pingpong", append(append([]string{"-d", devs[1]}, args...), "10.99.0.1")...)
+	runPeer(t, 60*time.Second, "ibv_rc_pingpong", append(append([]string{"-d", devs[1], "-g", gidArg(t, devs[1])}, args...), "10.99.0.1")...)
 	c := postSendDoorbells(t, "librxe", srv.wait(t))
 
 	goOut := runPeer(t, 60*time.Second, "strace", "-f", "-e", "trace=write", "-xx", "-s", "512",

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/uverbs"
 )
 
 // Every completion field rxe fills on RC, on both sides: opcode, byte_len
@@ -20,16 +21,16 @@ func TestWCFieldsRC(t *testing.T) {
 	a, b := pair(t, false, endOpts{bufSize: 1 << 14})
 	const imm = 0x12345678
 	for i := range 3 {
-		if err := b.qp.PostRecv([]qp.RecvWR{{ID: uint64(100 + i), SGEs: []qp.SGE{sge(b, 0, 2048)}}}); err != nil {
+		if err := b.qp.PostRecv([]qp.RecvWR{{ID: uint64(100 + i), SGEs: []uverbs.SGE{sge(b, 0, 2048)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	wrs := []qp.SendWR{
-		{ID: 1, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []qp.SGE{sge(a, 0, 300)}},
-		{ID: 2, Opcode: qp.SendWithImm, Flags: qp.Signaled, Imm: imm, SGEs: []qp.SGE{sge(a, 0, 1500)}},
-		{ID: 3, Opcode: qp.RDMAWriteWithImm, Flags: qp.Signaled, Imm: imm + 1, SGEs: []qp.SGE{sge(a, 0, 700)}, RemoteAddr: b.mr.Addr() + 4096, RKey: b.mr.RKey()},
-		{ID: 4, Opcode: qp.RDMAWrite, Flags: qp.Signaled, SGEs: []qp.SGE{sge(a, 0, 64)}, RemoteAddr: b.mr.Addr() + 4096, RKey: b.mr.RKey()},
-		{ID: 5, Opcode: qp.RDMARead, Flags: qp.Signaled, SGEs: []qp.SGE{sge(a, 8192, 500)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()},
+		{ID: 1, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []uverbs.SGE{sge(a, 0, 300)}},
+		{ID: 2, Opcode: qp.SendWithImm, Flags: qp.Signaled, Imm: imm, SGEs: []uverbs.SGE{sge(a, 0, 1500)}},
+		{ID: 3, Opcode: qp.RDMAWriteWithImm, Flags: qp.Signaled, Imm: imm + 1, SGEs: []uverbs.SGE{sge(a, 0, 700)}, RemoteAddr: b.mr.Addr() + 4096, RKey: b.mr.RKey()},
+		{ID: 4, Opcode: qp.RDMAWrite, Flags: qp.Signaled, SGEs: []uverbs.SGE{sge(a, 0, 64)}, RemoteAddr: b.mr.Addr() + 4096, RKey: b.mr.RKey()},
+		{ID: 5, Opcode: qp.RDMARead, Flags: qp.Signaled, SGEs: []uverbs.SGE{sge(a, 8192, 500)}, RemoteAddr: b.mr.Addr(), RKey: b.mr.RKey()},
 	}
 	if err := a.qp.PostSend(wrs); err != nil {
 		t.Fatal(err)

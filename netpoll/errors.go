@@ -4,7 +4,6 @@ package netpoll
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
@@ -13,8 +12,8 @@ import (
 var (
 	// ErrNotSupported is matched (errors.Is) by every error saying the
 	// kernel lacks a feature: ErrKernelTooOld and ErrNoBusyPoll.
-	// It matches uverbs.ErrNotSupported too.
-	ErrNotSupported = fmt.Errorf("netpoll: %w by this kernel", uverbs.ErrNotSupported)
+	// It is uverbs.ErrNotSupported, the one value for every package.
+	ErrNotSupported = uverbs.ErrNotSupported
 	// ErrKernelTooOld: the kernel predates the call (EPIOCSPARAMS needs
 	// Linux 6.9, epoll_pwait2 5.11).
 	ErrKernelTooOld = errors.New("netpoll: kernel too old")
@@ -23,9 +22,9 @@ var (
 	// ErrNeedCapNetAdmin: the setting needs CAP_NET_ADMIN.
 	ErrNeedCapNetAdmin = errors.New("netpoll: needs CAP_NET_ADMIN")
 
-	// ErrClosed: the driver was closed.
-	// It matches uverbs.ErrClosed too.
-	ErrClosed = fmt.Errorf("netpoll: driver: %w", uverbs.ErrClosed)
+	// ErrClosed: the driver was closed. It is uverbs.ErrClosed, the one
+	// value for every package.
+	ErrClosed = uverbs.ErrClosed
 	// ErrRunning: Run or Poll is already running on this driver.
 	ErrRunning = errors.New("netpoll: driver already running")
 	// ErrNoSource: no source has that id (never added, or already gone).

@@ -11,13 +11,14 @@ import (
 // ConnectOptions are this side's choices for Connect. Zero fields take
 // rxe-safe defaults.
 type ConnectOptions struct {
-	// SGIDIndex is the local GID to send from (see uverbs.Context.FindGID
-	// and NetdevGID); required on RoCE, where index 0 is usually the IPv6
-	// link-local GID.
-	SGIDIndex uint8
-	PathMTU   MTU    // 0 means 1024; use the port's active MTU
-	SendPSN   uint32 // this side's initial send PSN (24 bits); tell it to the peer
-	Port      uint8  // 0 means port 1
+	// SGID is the local GID entry to send from, found by address
+	// (uverbs.Context.FindGID) or by netdev (NetdevGID). It is required:
+	// the zero entry is refused, never taken for index 0 (on RoCE the IPv6
+	// link-local GID).
+	SGID    uverbs.GIDEntry
+	PathMTU uverbs.MTU // 0 means 1024; use the port's active MTU
+	SendPSN uint32     // this side's initial send PSN (24 bits); tell it to the peer
+	Port    uint8      // 0 means SGID's port
 	// Access is what the peer may do to this side's memory through the
 	// QP (uverbs.AccessRemoteWrite, ...); 0 grants nothing.
 	Access uverbs.Access
@@ -36,7 +37,7 @@ type ConnectOptions struct {
 
 // Connect takes an RC (or UC) queue pair from RESET or INIT to RTS in one
 // call, connected to peer: INIT (port, access), RTR (the peer's QPN and
-// PSN, a global route to its GID from SGIDIndex, path MTU, min RNR timer)
+// PSN, a global route to its GID from SGID, path MTU, min RNR timer)
 // and RTS (this side's send PSN, timeout and retries). To receive from the
 // first message on, post receives before calling it (from INIT, which
 // ToInit reaches).
@@ -54,11 +55,15 @@ func (q *QP) Connect(peer Peer, o ConnectOptions) error {
 		return fmt.Errorf("qp: connect: the peer's GID is zero (RoCE needs it): %w", unix.EINVAL)
 	}
 	switch q.State() {
-	case Reset:
-		if err := q.ToInit(InitParams{Port: o.Port, Access: o.Access}); err != nil {
+	case StateReset:
+		_, port, err := sourceGID("connect", o.SGID, o.Port)
+		if err != nil {
 			return err
 		}
-	case Init:
+		if err := q.ToInit(InitParams{Port: port, Access: o.Access}); err != nil {
+			return err
+		}
+	case StateInit:
 	default:
 		return fmt.Errorf("qp: connect: QP is in %v, want RESET or INIT: %w", q.State(), ErrBadState)
 	}
@@ -67,7 +72,7 @@ func (q *QP) Connect(peer Peer, o ConnectOptions) error {
 		RQPSN:           peer.PSN,
 		PathMTU:         cmp.Or(o.PathMTU, defaultPathMTU),
 		DGID:            peer.GID,
-		SGIDIndex:       o.SGIDIndex,
+		SGID:            o.SGID,
 		HopLimit:        o.HopLimit,
 		Port:            o.Port,
 		MaxDestRdAtomic: o.MaxDestRdAtomic,

@@ -5,26 +5,38 @@ import (
 	"testing"
 
 	"github.com/pureverbs/pureverbs/cq"
+	"github.com/pureverbs/pureverbs/rxe"
 	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
 
-// One sentinel per condition: whichever package returned a closed or
-// not-supported error, errors.Is matches uverbs' sentinel, and the
-// posting errors still match librxe's errno.
+// One value per condition: every package's ErrClosed is uverbs.ErrClosed
+// and every ErrNotSupported is uverbs.ErrNotSupported, so that errors.Is
+// matches whichever a caller compares with; a caller's mistake never
+// matches ErrNotSupported; the posting errors still match librxe's errno.
 func TestOneSentinelPerCondition(t *testing.T) {
-	for name, err := range map[string]error{"qp.ErrClosed": ErrClosed, "cq.ErrClosed": cq.ErrClosed} {
-		if !errors.Is(err, uverbs.ErrClosed) {
-			t.Errorf("%s does not match uverbs.ErrClosed", name)
+	for name, err := range map[string]error{"qp": ErrClosed, "cq": cq.ErrClosed, "rxe": rxe.ErrClosed} {
+		if err != uverbs.ErrClosed {
+			t.Errorf("%s.ErrClosed is not uverbs.ErrClosed", name)
 		}
 	}
-	if !errors.Is(ErrClosed, unix.EBADF) {
-		t.Error("qp.ErrClosed lost its EBADF")
+	for name, err := range map[string]error{"qp": ErrNotSupported, "rxe": rxe.ErrNotSupported} {
+		if err != uverbs.ErrNotSupported {
+			t.Errorf("%s.ErrNotSupported is not uverbs.ErrNotSupported", name)
+		}
 	}
-	if !errors.Is(ErrNotSupported, uverbs.ErrNotSupported) {
-		t.Error("qp.ErrNotSupported does not match uverbs.ErrNotSupported")
+	for name, err := range map[string]error{
+		"ErrSRQAttached": ErrSRQAttached, "ErrInvalidWR": ErrInvalidWR, "ErrBadState": ErrBadState,
+		"ErrAtomicAlign": ErrAtomicAlign, "ErrOpcodeTransport": ErrOpcodeTransport,
+	} {
+		if errors.Is(err, ErrNotSupported) || !errors.Is(err, unix.EINVAL) {
+			t.Errorf("%s: a caller's mistake must match EINVAL and not ErrNotSupported", name)
+		}
 	}
-	if errors.Is(ErrQueueFull, uverbs.ErrClosed) {
-		t.Error("ErrQueueFull matches uverbs.ErrClosed")
+	if !errors.Is(ErrOpNotSupported, ErrNotSupported) || !errors.Is(ErrOpNotSupported, unix.EOPNOTSUPP) {
+		t.Error("ErrOpNotSupported does not match ErrNotSupported and EOPNOTSUPP")
+	}
+	if !errors.Is(ErrQueueFull, unix.ENOMEM) || errors.Is(ErrQueueFull, ErrClosed) {
+		t.Error("ErrQueueFull must match ENOMEM only")
 	}
 }

@@ -13,7 +13,7 @@ import (
 // old value lands in the 8-byte local SGE.
 func ExampleQP_PostSend_fetchAndAdd() {
 	var (
-		q          *qp.QP     // an RC QP in RTS, connected to the peer
+		q          *qp.QP     // an RC QP in StateRTS, connected to the peer
 		mr         *uverbs.MR // local memory registered with AccessLocalWrite
 		remoteAddr uint64     // the peer's counter (8-byte aligned)
 		rkey       uint32     // the peer's MR's rkey

@@ -62,7 +62,7 @@ func Example() {
 		// Two programs would exchange these as qp.Peer records
 		// (MarshalText) over TCP.
 		peer := qp.Peer{QPN: qps[1-i].Num(), PSN: 0, GID: gid.GID}
-		if err := q.Connect(peer, qp.ConnectOptions{SGIDIndex: uint8(gid.Index), PathMTU: port.ActiveMTU}); err != nil {
+		if err := q.Connect(peer, qp.ConnectOptions{SGID: gid, PathMTU: port.ActiveMTU}); err != nil {
 			log.Fatal(err)
 		}
 	}

@@ -54,7 +54,7 @@ func ExampleNewAH() {
 			log.Fatal(err)
 		}
 	}
-	ah, err := qp.NewAH(pd, qp.AHParams{DGID: gid.GID, SGIDIndex: uint8(gid.Index)})
+	ah, err := qp.NewAH(pd, qp.AHParams{DGID: gid.GID, SGID: gid})
 	if err != nil {
 		log.Fatal(err)
 	}

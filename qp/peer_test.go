@@ -53,7 +53,7 @@ func TestConnectRefusesBeforeTouchingTheDevice(t *testing.T) {
 		}
 	}
 	q := new(QP)
-	q.state.Store(uint32(RTS))
+	q.state.Store(uint32(StateRTS))
 	if err := q.Connect(Peer{QPN: 1, GID: gid}, ConnectOptions{}); !errors.Is(err, ErrBadState) {
 		t.Errorf("from RTS: %v, want ErrBadState", err)
 	}

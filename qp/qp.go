@@ -65,12 +65,14 @@ func New(pd *uverbs.PD, attr InitAttr) (*QP, error) {
 		srq = attr.SRQ.Verbs()
 		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
 	}
+	q := &QP{srq: attr.SRQ, typ: attr.Type}
 	core, err := rxe.CreateQP(pd, uverbs.QPInitAttr{
+		Owner:      q,
 		SRQ:        srq,
-		Type:       attr.Type,
+		Type:       uverbs.QPType(attr.Type),
 		SendCQ:     attr.SendCQ.Verbs(),
 		RecvCQ:     attr.RecvCQ.Verbs(),
-		Cap:        c.verbs(),
+		Cap:        uverbs.QPCap(c),
 		SigAll:     attr.SigAll,
 		UserHandle: attr.UserHandle,
 	})
@@ -78,7 +80,7 @@ func New(pd *uverbs.PD, attr InitAttr) (*QP, error) {
 		return nil, err
 	}
 	v := core.Verbs()
-	q := &QP{core: core, srq: attr.SRQ, typ: attr.Type, cap: capFrom(v.Cap()), num: v.Num()}
+	q.core, q.cap, q.num = core, Cap(v.Cap()), v.Num()
 	if q.srq != nil {
 		q.cap.MaxRecvWR, q.cap.MaxRecvSGE = 0, 0
 	}
@@ -108,13 +110,14 @@ func (q *QP) Type() Type { return q.typ }
 func (q *QP) Cap() Cap { return q.cap }
 
 // State is the state the QP was last moved to (or found in by Query). The
-// kernel may move a QP to Error by itself, after a failed request; Query
+// kernel may move a QP to StateError by itself, after a failed request; Query
 // tells.
 func (q *QP) State() State { return State(q.state.Load()) }
 
 // Modify changes the attributes mask selects (ibv_modify_qp).
 func (q *QP) Modify(attr *Attr, mask AttrMask) error {
-	if err := q.core.Verbs().Modify(attr, mask); err != nil {
+	v := attr.verbs()
+	if err := q.core.Verbs().Modify(&v, uverbs.QPAttrMask(mask)); err != nil {
 		return err
 	}
 	if mask&AttrState != 0 {
@@ -125,10 +128,11 @@ func (q *QP) Modify(attr *Attr, mask AttrMask) error {
 
 // Query returns the QP's current attributes from the kernel.
 func (q *QP) Query() (Attr, error) {
-	attr, _, err := q.core.Verbs().Query(allAttrs)
+	v, _, err := q.core.Verbs().Query(uverbs.QPAttrMask(allAttrs))
 	if err != nil {
 		return Attr{}, err
 	}
+	attr := attrFrom(&v)
 	q.state.Store(uint32(attr.State))
 	return attr, nil
 }
@@ -147,10 +151,10 @@ func (q *QP) Query() (Attr, error) {
 // that request, or for a later signaled one, has been polled; room in the
 // send queue alone does not say so. Inline data is copied at post time.
 func (q *QP) PostSend(wrs []SendWR) error {
-	if q.State() < RTS {
+	if q.State() < StateRTS {
 		return ErrBadState
 	}
-	return q.core.PostSend(wrs)
+	return q.core.PostSendFunc(len(wrs), func(i int, w *rxe.SendWR) { wrs[i].fill(w) })
 }
 
 // PostRecv posts receive work requests into the receive ring: a memory
@@ -161,10 +165,10 @@ func (q *QP) PostRecv(wrs []RecvWR) error {
 	if q.srq != nil {
 		return ErrSRQAttached
 	}
-	if q.State() == Reset {
+	if q.State() == StateReset {
 		return ErrBadState
 	}
-	return q.core.PostRecv(wrs)
+	return q.core.PostRecvFunc(len(wrs), func(i int, w *rxe.RecvWR) { *w = rxe.RecvWR(wrs[i]) })
 }
 
 // Close destroys the queue pair and unmaps its rings. It is idempotent; a

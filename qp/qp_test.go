@@ -7,10 +7,11 @@ import (
 
 	"github.com/pureverbs/pureverbs/rxe"
 	"github.com/pureverbs/pureverbs/rxe/rxesim"
+	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
 
-// simPair is two connected RC QPs over the simulated kernel, in RTS, with a
+// simPair is two connected RC QPs over the simulated kernel, in StateRTS, with a
 // registered buffer each.
 type simPair struct {
 	dev        *rxesim.Device
@@ -29,10 +30,10 @@ func simQP(t testing.TB, dev *rxesim.Device, cq *rxesim.CQ, cfg rxesim.QPConfig)
 		t.Fatal(err)
 	}
 	q := &QP{core: s.User, typ: RC, num: s.Num(), cap: Cap{
-		MaxSendWR: uint32(cfg.Limits.MaxSendWR), MaxRecvWR: uint32(cfg.Limits.MaxRecvWR),
-		MaxSendSGE: uint32(cfg.Limits.MaxSendSGE), MaxRecvSGE: uint32(cfg.Limits.MaxRecvSGE), MaxInline: uint32(cfg.Limits.MaxInline),
+		MaxSendWR: uint32(cfg.Cap.MaxSendWR), MaxRecvWR: uint32(cfg.Cap.MaxRecvWR),
+		MaxSendSGE: uint32(cfg.Cap.MaxSendSGE), MaxRecvSGE: uint32(cfg.Cap.MaxRecvSGE), MaxInlineData: uint32(cfg.Cap.MaxInlineData),
 	}}
-	q.state.Store(uint32(RTS))
+	q.state.Store(uint32(StateRTS))
 	return q, s
 }
 
@@ -46,7 +47,7 @@ func newSimPair(t testing.TB, size int) *simPair {
 	if p.cqB, err = p.dev.NewCQ(255); err != nil {
 		t.Fatal(err)
 	}
-	cfg := rxesim.QPConfig{Limits: rxe.QPLimits{MaxSendWR: 127, MaxRecvWR: 127, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInline: 128}}
+	cfg := rxesim.QPConfig{Cap: uverbs.QPCap{MaxSendWR: 127, MaxRecvWR: 127, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 128}}
 	p.a, p.sa = simQP(t, p.dev, p.cqA, cfg)
 	p.b, p.sb = simQP(t, p.dev, p.cqB, cfg)
 	rxesim.Connect(p.sa, p.sb)
@@ -69,17 +70,17 @@ func TestPostStateChecks(t *testing.T) {
 	p := newSimPair(t, 4096)
 	send := []SendWR{{Opcode: Send, Flags: Inline, Inline: []byte("x")}}
 	recv := []RecvWR{{ID: 1}}
-	for _, s := range []State{Reset, Init, RTR} {
+	for _, s := range []State{StateReset, StateInit, StateRTR} {
 		p.a.state.Store(uint32(s))
 		if err := p.a.PostSend(send); !errors.Is(err, ErrBadState) || !errors.Is(err, unix.EINVAL) {
 			t.Errorf("PostSend in %v: err = %v, want ErrBadState", s, err)
 		}
 	}
-	p.a.state.Store(uint32(Reset))
+	p.a.state.Store(uint32(StateReset))
 	if err := p.a.PostRecv(recv); !errors.Is(err, ErrBadState) {
 		t.Errorf("PostRecv in RESET: err = %v", err)
 	}
-	for _, s := range []State{Init, RTR, RTS} {
+	for _, s := range []State{StateInit, StateRTR, StateRTS} {
 		p.b.state.Store(uint32(s))
 		if err := p.b.PostRecv(recv); err != nil {
 			t.Errorf("PostRecv in %v: %v", s, err)
@@ -89,7 +90,7 @@ func TestPostStateChecks(t *testing.T) {
 		t.Fatalf("%d doorbells from rejected posts", p.sa.Doorbells())
 	}
 	// In ERROR posting is allowed: the work is flushed.
-	p.a.state.Store(uint32(Error))
+	p.a.state.Store(uint32(StateError))
 	p.sa.SetError()
 	if err := p.a.PostSend([]SendWR{{ID: 3, Opcode: Send, Flags: Inline, Inline: []byte("x")}}); err != nil {
 		t.Fatal(err)
@@ -110,12 +111,12 @@ func TestSendPayloadsSim(t *testing.T) {
 			clear(p.bufB)
 			half := uint32(size / 2)
 			// The receive is split in two SGEs, the send in up to three.
-			recv := RecvWR{ID: uint64(size), SGEs: []SGE{
+			recv := RecvWR{ID: uint64(size), SGEs: []uverbs.SGE{
 				{Addr: p.addB, Length: half, LKey: p.keyB},
 				{Addr: p.addB + max, Length: uint32(size) - half, LKey: p.keyB},
 			}}
 			third := uint32(size / 3)
-			send := SendWR{ID: uint64(size) + 1, Opcode: op, Flags: Signaled, Imm: uint32(size) ^ 0xa5a5a5a5, SGEs: []SGE{
+			send := SendWR{ID: uint64(size) + 1, Opcode: op, Flags: Signaled, Imm: uint32(size) ^ 0xa5a5a5a5, SGEs: []uverbs.SGE{
 				{Addr: p.addA, Length: third, LKey: p.keyA},
 				{Addr: p.addA + uint64(third), Length: uint32(size) - third, LKey: p.keyA},
 			}}
@@ -143,8 +144,8 @@ func TestSendPayloadsSim(t *testing.T) {
 
 func TestPostSendErrorsSim(t *testing.T) {
 	p := newSimPair(t, 4096)
-	sge := SGE{Addr: p.addA, Length: 1, LKey: p.keyA}
-	if err := p.a.PostSend([]SendWR{{Opcode: Send, SGEs: []SGE{sge, sge, sge, sge, sge}}}); !errors.Is(err, ErrTooManySGEs) {
+	sge := uverbs.SGE{Addr: p.addA, Length: 1, LKey: p.keyA}
+	if err := p.a.PostSend([]SendWR{{Opcode: Send, SGEs: []uverbs.SGE{sge, sge, sge, sge, sge}}}); !errors.Is(err, ErrTooManySGEs) {
 		t.Errorf("5 SGEs: %v", err)
 	}
 	if err := p.a.PostSend([]SendWR{{Opcode: Send, Flags: Inline, Inline: make([]byte, 129)}}); !errors.Is(err, ErrInlineTooLong) {
@@ -153,7 +154,7 @@ func TestPostSendErrorsSim(t *testing.T) {
 	if err := p.a.PostSend([]SendWR{{Opcode: Send, Flags: Inline, Inline: make([]byte, 128)}}); err != nil {
 		t.Errorf("128 inline bytes: %v", err)
 	}
-	if err := p.b.PostRecv([]RecvWR{{SGEs: []SGE{sge, sge, sge, sge, sge}}}); !errors.Is(err, ErrTooManySGEs) {
+	if err := p.b.PostRecv([]RecvWR{{SGEs: []uverbs.SGE{sge, sge, sge, sge, sge}}}); !errors.Is(err, ErrTooManySGEs) {
 		t.Errorf("5 receive SGEs: %v", err)
 	}
 	full := make([]RecvWR, 128)
@@ -183,7 +184,7 @@ func TestSendQueueFullSim(t *testing.T) {
 	}
 	recvs := make([]RecvWR, 127)
 	for i := range recvs {
-		recvs[i] = RecvWR{ID: uint64(i), SGEs: []SGE{{Addr: p.addB + uint64(i), Length: 1, LKey: p.keyB}}}
+		recvs[i] = RecvWR{ID: uint64(i), SGEs: []uverbs.SGE{{Addr: p.addB + uint64(i), Length: 1, LKey: p.keyB}}}
 	}
 	if err := p.b.PostRecv(recvs); err != nil {
 		t.Fatal(err)
@@ -201,12 +202,12 @@ func TestSendQueueFullSim(t *testing.T) {
 func TestPostZeroAllocsSim(t *testing.T) {
 	p := newSimPair(t, 4096)
 	sends := []SendWR{
-		{ID: 1, Opcode: SendWithImm, Flags: Signaled, Imm: 7, SGEs: []SGE{{Addr: p.addA, Length: 64, LKey: p.keyA}}},
+		{ID: 1, Opcode: SendWithImm, Flags: Signaled, Imm: 7, SGEs: []uverbs.SGE{{Addr: p.addA, Length: 64, LKey: p.keyA}}},
 		{ID: 2, Opcode: Send, Flags: Inline, Inline: p.bufA[:32]},
 	}
 	recvs := []RecvWR{
-		{ID: 1, SGEs: []SGE{{Addr: p.addB, Length: 64, LKey: p.keyB}}},
-		{ID: 2, SGEs: []SGE{{Addr: p.addB + 64, Length: 64, LKey: p.keyB}}},
+		{ID: 1, SGEs: []uverbs.SGE{{Addr: p.addB, Length: 64, LKey: p.keyB}}},
+		{ID: 2, SGEs: []uverbs.SGE{{Addr: p.addB + 64, Length: 64, LKey: p.keyB}}},
 	}
 	wc := make([]rxe.WC, 4)
 	allocs := testing.AllocsPerRun(2000, func() {
@@ -243,7 +244,7 @@ func TestPostZeroAllocsSim(t *testing.T) {
 func BenchmarkSimSendRoundTrip(b *testing.B) {
 	p := newSimPair(b, 4096)
 	send := []SendWR{{ID: 1, Opcode: Send, Flags: Signaled | Inline, Inline: p.bufA[:64]}}
-	recv := []RecvWR{{ID: 1, SGEs: []SGE{{Addr: p.addB, Length: 64, LKey: p.keyB}}}}
+	recv := []RecvWR{{ID: 1, SGEs: []uverbs.SGE{{Addr: p.addB, Length: 64, LKey: p.keyB}}}}
 	wc := make([]rxe.WC, 1)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -269,8 +270,8 @@ func BenchmarkPostSendBatch(b *testing.B) {
 	sends := make([]SendWR, 16)
 	recvs := make([]RecvWR, 16)
 	for i := range sends {
-		sends[i] = SendWR{ID: uint64(i), Opcode: Send, Flags: Signaled, SGEs: []SGE{{Addr: p.addA, Length: 256, LKey: p.keyA}}}
-		recvs[i] = RecvWR{ID: uint64(i), SGEs: []SGE{{Addr: p.addB, Length: 256, LKey: p.keyB}}}
+		sends[i] = SendWR{ID: uint64(i), Opcode: Send, Flags: Signaled, SGEs: []uverbs.SGE{{Addr: p.addA, Length: 256, LKey: p.keyA}}}
+		recvs[i] = RecvWR{ID: uint64(i), SGEs: []uverbs.SGE{{Addr: p.addB, Length: 256, LKey: p.keyB}}}
 	}
 	wc := make([]rxe.WC, 16)
 	b.ReportAllocs()
@@ -301,13 +302,13 @@ func BenchmarkPostSend(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	lim := rxe.QPLimits{MaxSendWR: 127, MaxSendSGE: 1, MaxInline: 128}
-	k, err := dev.NewQP(c, c, rxesim.QPConfig{Limits: lim, Sink: true})
+	lim := uverbs.QPCap{MaxSendWR: 127, MaxSendSGE: 1, MaxInlineData: 128}
+	k, err := dev.NewQP(c, c, rxesim.QPConfig{Cap: lim, Sink: true})
 	if err != nil {
 		b.Fatal(err)
 	}
-	q := &QP{core: k.User, typ: RC, cap: Cap{MaxSendWR: 127, MaxSendSGE: 1, MaxInline: 128}}
-	q.state.Store(uint32(RTS))
+	q := &QP{core: k.User, typ: RC, cap: Cap{MaxSendWR: 127, MaxSendSGE: 1, MaxInlineData: 128}}
+	q.state.Store(uint32(StateRTS))
 	payload := make([]byte, 64)
 	send := []SendWR{{ID: 1, Opcode: Send, Flags: Signaled | Inline, Inline: payload}}
 	b.ReportAllocs()
@@ -334,8 +335,8 @@ func TestNewArguments(t *testing.T) {
 	if got, want := (Cap{}).withDefaults(), (Cap{MaxSendWR: 128, MaxRecvWR: 128, MaxSendSGE: 1, MaxRecvSGE: 1}); got != want {
 		t.Errorf("zero Cap with defaults = %+v, want %+v", got, want)
 	}
-	asked := Cap{MaxSendWR: 5, MaxRecvSGE: 3, MaxInline: 64}
-	if got, want := asked.withDefaults(), (Cap{MaxSendWR: 5, MaxRecvWR: 128, MaxSendSGE: 1, MaxRecvSGE: 3, MaxInline: 64}); got != want {
+	asked := Cap{MaxSendWR: 5, MaxRecvSGE: 3, MaxInlineData: 64}
+	if got, want := asked.withDefaults(), (Cap{MaxSendWR: 5, MaxRecvWR: 128, MaxSendSGE: 1, MaxRecvSGE: 3, MaxInlineData: 64}); got != want {
 		t.Errorf("%+v with defaults = %+v, want %+v", asked, got, want)
 	}
 }

@@ -8,13 +8,16 @@ import (
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
-// SRQAttr holds a shared receive queue's attributes: MaxWR requests of
-// MaxSGE SGEs each, and Limit, which arms the limit event (see SetLimit).
-type SRQAttr = uverbs.SRQAttr
-
-// ErrSRQAttached is what PostRecv on a QP created on an SRQ returns: post
-// its receives to the SRQ. It matches uverbs.ErrNotSupported and EINVAL.
-var ErrSRQAttached = rxe.ErrSRQAttached
+// SRQAttr holds a shared receive queue's attributes.
+type SRQAttr struct {
+	MaxWR  uint32 // receive requests the SRQ holds
+	MaxSGE uint32 // SGEs per receive request (fixed at creation)
+	// Limit arms the limit event: once fewer than Limit requests remain
+	// after the device took one, the Context's async event stream gets an
+	// uverbs.EventSRQLimitReached for the SRQ and the limit drops back to 0
+	// (disarmed). 0 means not armed.
+	Limit uint32
+}
 
 // SRQ is a shared receive queue: the QPs created on it (InitAttr.SRQ) take
 // their receive requests from it, whichever receives first. PostRecv may
@@ -29,11 +32,13 @@ type SRQ struct {
 func NewSRQ(pd *uverbs.PD, attr SRQAttr) (*SRQ, error) {
 	attr.MaxWR = cmp.Or(attr.MaxWR, defaultWR)
 	attr.MaxSGE = cmp.Or(attr.MaxSGE, defaultSGE)
-	core, err := rxe.CreateSRQ(pd, uverbs.SRQInitAttr{Attr: attr})
+	s := &SRQ{}
+	core, err := rxe.CreateSRQ(pd, uverbs.SRQInitAttr{Attr: uverbs.SRQAttr(attr), Owner: s})
 	if err != nil {
 		return nil, err
 	}
-	return &SRQ{core: core}, nil
+	s.core = core
+	return s, nil
 }
 
 // Num is the SRQ number the kernel assigned.
@@ -49,7 +54,9 @@ func (s *SRQ) Verbs() *uverbs.SRQ { return s.core.Verbs() }
 // PostRecv posts receive requests to the SRQ: a memory operation, no
 // system call. It is all or nothing (ErrQueueFull, ErrTooManySGEs,
 // ErrInvalidWR) and allocates nothing.
-func (s *SRQ) PostRecv(wrs []RecvWR) error { return s.core.PostRecv(wrs) }
+func (s *SRQ) PostRecv(wrs []RecvWR) error {
+	return s.core.PostRecvFunc(len(wrs), func(i int, w *rxe.RecvWR) { *w = rxe.RecvWR(wrs[i]) })
+}
 
 // SetLimit arms the limit event (ibv_modify_srq with IBV_SRQ_LIMIT): once
 // the device takes a request and fewer than limit remain, the context's
@@ -57,7 +64,7 @@ func (s *SRQ) PostRecv(wrs []RecvWR) error { return s.core.PostRecv(wrs) }
 // the limit drops back to 0, so that it fires once per arming. rdma_rxe
 // refuses a limit above the ring's capacity.
 func (s *SRQ) SetLimit(limit uint32) error {
-	return s.core.Modify(SRQAttr{Limit: limit}, uverbs.SRQLimit)
+	return s.core.Modify(uverbs.SRQAttr{Limit: limit}, uverbs.SRQLimit)
 }
 
 // Resize changes the SRQ's depth to at least maxWR requests (ibv_modify_srq
@@ -67,12 +74,15 @@ func (s *SRQ) Resize(maxWR uint32) error {
 	if maxWR == 0 {
 		return fmt.Errorf("qp: resize SRQ to 0 requests: %w", ErrInvalidWR)
 	}
-	return s.core.Modify(SRQAttr{MaxWR: maxWR}, uverbs.SRQMaxWR)
+	return s.core.Modify(uverbs.SRQAttr{MaxWR: maxWR}, uverbs.SRQMaxWR)
 }
 
 // Query returns the SRQ's attributes from the kernel: rdma_rxe reports the
 // ring's capacity as MaxWR, and Limit 0 once the limit event has fired.
-func (s *SRQ) Query() (SRQAttr, error) { return s.core.Verbs().Query() }
+func (s *SRQ) Query() (SRQAttr, error) {
+	a, err := s.core.Verbs().Query()
+	return SRQAttr(a), err
+}
 
 // Close destroys the SRQ and unmaps its ring. Close the QPs on it first
 // (the kernel answers EBUSY). Idempotent; a failed destroy may be retried.

@@ -1,217 +1,203 @@
 package qp
 
 import (
-	"github.com/pureverbs/pureverbs/rxe"
 	"github.com/pureverbs/pureverbs/uverbs"
-	"golang.org/x/sys/unix"
 )
-
-// The work request and attribute types are the provider's and the kernel
-// ABI layer's own, re-exported: a SendWR goes into the ring as it is, with no
-// conversion on the post path.
 
 // Type is the transport of a queue pair.
-type Type = uverbs.QPType
+type Type uint8
 
-// Queue pair types: RC (reliable connected), UC (unreliable connected:
-// SEND, SEND_WITH_IMM, RDMA WRITE, WRITE_WITH_IMM) and UD (datagrams:
-// SEND and SEND_WITH_IMM, each at most the port's MTU).
+// Queue pair types (enum ib_uverbs_qp_type): RC (reliable connected), UC
+// (unreliable connected: SEND, SEND_WITH_IMM, RDMA WRITE, WRITE_WITH_IMM)
+// and UD (datagrams: SEND and SEND_WITH_IMM, each at most the port's MTU).
 const (
-	RC = uverbs.QPTypeRC
-	UC = uverbs.QPTypeUC
-	UD = uverbs.QPTypeUD
+	RC = Type(uverbs.QPTypeRC)
+	UC = Type(uverbs.QPTypeUC)
+	UD = Type(uverbs.QPTypeUD)
 )
 
-// State is a queue pair state.
-type State = uverbs.QPState
+// String is the transport's short name: "RC", "UC" or "UD".
+func (t Type) String() string { return uverbs.QPType(t).String() }
 
-// Queue pair states.
+// State is a queue pair state (enum ib_qp_state).
+type State uint8
+
+// Queue pair states. A new QP is in StateReset; ToInit, ToRTR and ToRTS (or
+// Connect, ActivateUD) take it to StateRTS, where it sends; the kernel, or
+// ToError, moves it to StateError, where all its work is flushed.
 const (
-	Reset = uverbs.QPStateReset
-	Init  = uverbs.QPStateInit
-	RTR   = uverbs.QPStateRTR
-	RTS   = uverbs.QPStateRTS
-	SQD   = uverbs.QPStateSQD
-	SQE   = uverbs.QPStateSQE
-	Error = uverbs.QPStateError
+	StateReset = State(uverbs.QPStateReset)
+	StateInit  = State(uverbs.QPStateInit)
+	StateRTR   = State(uverbs.QPStateRTR) // ready to receive
+	StateRTS   = State(uverbs.QPStateRTS) // ready to send
+	StateSQD   = State(uverbs.QPStateSQD) // send queue drained
+	StateSQE   = State(uverbs.QPStateSQE) // send queue error
+	StateError = State(uverbs.QPStateError)
 )
 
-// MTU is a path MTU (uverbs.MTU256 ... uverbs.MTU4096).
-type MTU = uverbs.MTU
+// String is the state as libibverbs names it without IBV_QPS_: "RESET",
+// "INIT", "RTR", "RTS", "SQD", "SQE", "ERR".
+func (s State) String() string { return uverbs.QPState(s).String() }
 
-// Attr holds the modifiable attributes of a queue pair; an AttrMask says
-// which are meaningful.
-type Attr = uverbs.QPAttr
+// Cap is the capacity of a queue pair: work requests per queue, SGEs per
+// request and inline bytes per send. It is what InitAttr asks for and what
+// QP.Cap reports as granted.
+type Cap struct {
+	MaxSendWR     uint32 // send requests outstanding
+	MaxRecvWR     uint32 // receive requests outstanding (0 on an SRQ)
+	MaxSendSGE    uint32 // SGEs per send request
+	MaxRecvSGE    uint32 // SGEs per receive request
+	MaxInlineData uint32 // payload bytes of an Inline send
+}
 
-// AttrMask selects Attr fields for Modify.
-type AttrMask = uverbs.QPAttrMask
-
-// Attribute mask bits.
-const (
-	AttrState           = uverbs.QPAttrState
-	AttrCurState        = uverbs.QPAttrCurState
-	AttrAccessFlags     = uverbs.QPAttrAccessFlags
-	AttrPKeyIndex       = uverbs.QPAttrPKeyIndex
-	AttrPort            = uverbs.QPAttrPort
-	AttrQKey            = uverbs.QPAttrQKey
-	AttrAV              = uverbs.QPAttrAV
-	AttrPathMTU         = uverbs.QPAttrPathMTU
-	AttrTimeout         = uverbs.QPAttrTimeout
-	AttrRetryCnt        = uverbs.QPAttrRetryCnt
-	AttrRNRRetry        = uverbs.QPAttrRNRRetry
-	AttrRQPSN           = uverbs.QPAttrRQPSN
-	AttrMaxQPRdAtomic   = uverbs.QPAttrMaxQPRdAtomic
-	AttrMinRNRTimer     = uverbs.QPAttrMinRNRTimer
-	AttrSQPSN           = uverbs.QPAttrSQPSN
-	AttrMaxDestRdAtomic = uverbs.QPAttrMaxDestRdAtomic
-	AttrCap             = uverbs.QPAttrCap
-	AttrDestQPN         = uverbs.QPAttrDestQPN
-)
-
-// SGE is one scatter/gather element; make it with uverbs.MR.SGE, which
-// checks the range against the region.
-type SGE = uverbs.SGE
-
-// SendWR is a send work request, as it goes into the send ring with no
-// conversion:
-//
-//	type SendWR struct {
-//		ID         uint64        // returned in the completion (WC.WRID)
-//		Opcode     SendOpcode    // Send, SendWithImm, RDMAWrite, RDMAWriteWithImm, RDMARead
-//		Flags      SendFlags     // Signaled, Solicited, Inline, Fence
-//		Imm        uint32        // immediate data, host order (the *WithImm opcodes)
-//		SGEs       []uverbs.SGE  // gather list (scatter list for RDMARead); from MR.SGE
-//		Inline     []byte        // the payload of an Inline request, up to Cap.MaxInline
-//		RemoteAddr uint64        // the peer's memory, for the RDMA, atomic and flush opcodes
-//		RKey       uint32
-//		CompareAdd uint64        // AtomicCmpAndSwp: compare; AtomicFetchAndAdd: addend
-//		Swap       uint64        // AtomicCmpAndSwp: swap; AtomicWrite: the value stored
-//		InvRKey    uint32        // SendWithInv (peer's window), LocalInv (this side's)
-//		Bind       MWBind        // BindMW: the window, region, range, access and new rkey
-//		Flush      FlushSpec     // Flush: length, placement type, level
-//		AH         *AH           // UD only: the destination's address handle (NewAH)
-//		RemoteQPN  uint32        // UD only: the destination QP (MulticastQPN for a group)
-//		RemoteQKey uint32        // UD only: its Q_Key, sent as it is
-//	}
+// SendWR is a send work request. PostSend reads it (and the SGEs and Inline
+// bytes it points to) only during the call.
 //
 // The atomics (AtomicCmpAndSwp, AtomicFetchAndAdd) take exactly one SGE of
 // 8 bytes, where the old remote value lands, and an 8-byte aligned
 // RemoteAddr; PostSend refuses anything else with ErrAtomicSize or
 // ErrAtomicAlign. AtomicWrite and Flush exist from kernel 6.2 on; elsewhere
-// PostSend refuses them with ErrOpNotSupported (errors.Is
-// uverbs.ErrNotSupported). With the Fence flag a request waits until every
-// earlier RDMA READ and atomic has completed.
-type SendWR = rxe.SendWR
+// PostSend refuses them with ErrOpNotSupported (errors.Is uverbs.ErrNotSupported). With the Fence flag
+// a request waits until every earlier RDMA READ and atomic has completed.
+type SendWR struct {
+	// ID is returned in the request's completion (cq.WC.WRID).
+	ID uint64
+	// Opcode is the operation: Send, SendWithImm, RDMAWrite, ...
+	Opcode SendOpcode
+	// Flags are Signaled, Solicited, Inline and Fence.
+	Flags SendFlags
+	// Imm is the immediate data of SendWithImm and RDMAWriteWithImm, in
+	// host byte order; it travels in network byte order and arrives in the
+	// receiver's cq.WC.Imm as it was given here.
+	Imm uint32
+	// SGEs is the gather list (the scatter list of RDMARead and of the
+	// atomics' old value), made with uverbs.MR.SGE. Empty with Inline.
+	SGEs []uverbs.SGE
+	// Inline is the payload of an Inline request, at most
+	// Cap.MaxInlineData bytes, copied into the ring by PostSend.
+	Inline []byte
+	// RemoteAddr and RKey address the peer's memory for the RDMA, atomic
+	// and flush opcodes (from the peer's uverbs.MR.Addr and RKey).
+	RemoteAddr uint64
+	RKey       uint32
+	// CompareAdd is AtomicCmpAndSwp's compare value and AtomicFetchAndAdd's
+	// addend.
+	CompareAdd uint64
+	// Swap is AtomicCmpAndSwp's new value and the 8 bytes AtomicWrite
+	// stores (host byte order).
+	Swap uint64
+	// InvRKey is the rkey SendWithInv invalidates at the peer (its type 2
+	// window) and LocalInv invalidates here.
+	InvRKey uint32
+	// Bind is the binding a BindMW request makes (see BindWR).
+	Bind MWBind
+	// Flush is what a Flush request flushes.
+	Flush FlushSpec
+	// AH is a UD request's destination (NewAH); nil on RC and UC.
+	AH *AH
+	// RemoteQPN is a UD request's destination QP (MulticastQPN for a
+	// multicast group).
+	RemoteQPN uint32
+	// RemoteQKey is the Q_Key the destination QP expects; rdma_rxe sends
+	// it as it is (a set top bit does not select the sending QP's own).
+	RemoteQKey uint32
+}
 
 // RecvWR is a receive work request: where one incoming message goes.
-//
-//	type RecvWR struct {
-//		ID   uint64       // returned in the completion (WC.WRID)
-//		SGEs []uverbs.SGE // scatter list; from MR.SGE
-//	}
-type RecvWR = rxe.RecvWR
+type RecvWR struct {
+	// ID is returned in the completion (cq.WC.WRID).
+	ID uint64
+	// SGEs is the scatter list, made with uverbs.MR.SGE; a UD receive's
+	// first GRHLen bytes take the network header.
+	SGEs []uverbs.SGE
+}
 
-// SendOpcode is the operation of a send work request.
-type SendOpcode = rxe.Opcode
+// SendOpcode is the operation of a send work request (enum ib_wr_opcode).
+// Its String is the IBV_WR_ name without "IBV_" ("WR_SEND"), so that it
+// never reads like a completion's cq.Opcode ("WC_SEND").
+type SendOpcode uint32
 
-// Send opcodes.
+// Send opcodes. RC has them all; UC has Send, SendWithImm, RDMAWrite,
+// RDMAWriteWithImm and BindMW; UD has Send and SendWithImm.
 const (
-	Send             = rxe.OpSend
-	SendWithImm      = rxe.OpSendWithImm
-	RDMAWrite        = rxe.OpRDMAWrite
-	RDMAWriteWithImm = rxe.OpRDMAWriteWithImm
-	RDMARead         = rxe.OpRDMARead
+	RDMAWrite        SendOpcode = 0
+	RDMAWriteWithImm SendOpcode = 1
+	Send             SendOpcode = 2
+	SendWithImm      SendOpcode = 3
+	RDMARead         SendOpcode = 4
 	// AtomicCmpAndSwp: 8-byte compare-and-swap at RemoteAddr (RC).
-	AtomicCmpAndSwp = rxe.OpAtomicCmpAndSwp
+	AtomicCmpAndSwp SendOpcode = 5
 	// AtomicFetchAndAdd: 8-byte fetch-and-add at RemoteAddr (RC).
-	AtomicFetchAndAdd = rxe.OpAtomicFetchAndAdd
+	AtomicFetchAndAdd SendOpcode = 6
 	// LocalInv invalidates this side's type 2 window InvRKey.
-	LocalInv = rxe.OpLocalInv
-	// BindMW binds a type 2 window (type 1: QP.BindMW).
-	BindMW = rxe.OpBindMW
+	LocalInv SendOpcode = 7
+	// BindMW binds a type 2 window as Bind says (type 1: QP.BindMW).
+	BindMW SendOpcode = 8
 	// SendWithInv sends and invalidates the peer's type 2 window InvRKey.
-	SendWithInv = rxe.OpSendWithInv
-	// Flush (kernel 6.2+): make remote data visible/persistent.
-	Flush = rxe.OpFlush
-	// AtomicWrite (kernel 6.2+): 8-byte atomic store of Swap at RemoteAddr.
-	AtomicWrite = rxe.OpAtomicWrite
+	SendWithInv SendOpcode = 9
+	// Flush (kernel 6.2+) makes remote data visible or
+	// persistent.
+	Flush SendOpcode = 14
+	// AtomicWrite (kernel 6.2+) stores the 8 bytes of Swap
+	// at RemoteAddr as one atomic write.
+	AtomicWrite SendOpcode = 15
 )
 
-// MWBind is the binding of a BindMW request (see rxe.MWBind).
-type MWBind = rxe.MWBind
-
-// FlushSpec is what a Flush request flushes.
-type FlushSpec = rxe.FlushSpec
-
-// Flush placement types and levels.
-const (
-	FlushGlobal     = rxe.FlushGlobal
-	FlushPersistent = rxe.FlushPersistent
-	FlushRange      = rxe.FlushRange
-	FlushMR         = rxe.FlushMR
-)
-
-// SendFlags modify a send work request.
-type SendFlags = rxe.SendFlags
+// SendFlags modify a send work request (enum ib_send_flags).
+type SendFlags uint32
 
 // Send flags.
 const (
-	Signaled  = rxe.Signaled
-	Solicited = rxe.Solicited
-	Inline    = rxe.Inline
-	Fence     = rxe.Fence
+	// Fence: wait for earlier RDMA READs and atomics to complete first.
+	Fence SendFlags = 1 << 0
+	// Signaled: produce a completion even when the QP does not signal all.
+	Signaled SendFlags = 1 << 1
+	// Solicited: set the solicited-event bit, waking a peer armed for it.
+	Solicited SendFlags = 1 << 2
+	// Inline: copy the payload (SendWR.Inline) into the request itself;
+	// no MR is needed and the buffer is free again when PostSend returns.
+	Inline SendFlags = 1 << 3
 )
 
-// Cap is the capacity of a queue pair: work requests per queue, SGEs per
-// request and inline bytes per send.
-type Cap struct {
-	MaxSendWR  uint32
-	MaxRecvWR  uint32
-	MaxSendSGE uint32
-	MaxRecvSGE uint32
-	MaxInline  uint32
+// MWBind is the binding of a BindMW request (BindWR builds one): the window
+// whose rkey is MWRKey comes to cover Length bytes at Addr of the region
+// whose lkey is MRLKey, with Access, under the rkey NewRKey. rdma_rxe keeps
+// the window's index (the upper 24 bits) and takes only the low 8 bits of
+// NewRKey. A zero Length unbinds a type 1 window.
+type MWBind struct {
+	MWRKey  uint32        // the window's rkey before the bind
+	NewRKey uint32        // its rkey after the bind (uverbs.NextRKey)
+	MRLKey  uint32        // the region (registered with uverbs.AccessMWBind)
+	Addr    uint64        // start of the window, inside the region
+	Length  uint64        // bytes; 0 unbinds (type 1 only)
+	Access  uverbs.Access // remote access granted through the window
 }
 
-func capFrom(c uverbs.QPCap) Cap {
-	return Cap{c.MaxSendWR, c.MaxRecvWR, c.MaxSendSGE, c.MaxRecvSGE, c.MaxInlineData}
+// FlushSpec is what a Flush request flushes.
+type FlushSpec struct {
+	// Length is the number of bytes from RemoteAddr (level FlushRange).
+	Length uint32
+	// Type is where the data must be placed: FlushGlobal (visible) or
+	// FlushPersistent (persistent memory only).
+	Type FlushType
+	// Level is FlushRange (the Length bytes) or FlushMR (the whole region).
+	Level FlushLevel
 }
 
-func (c Cap) verbs() uverbs.QPCap {
-	return uverbs.QPCap{MaxSendWR: c.MaxSendWR, MaxRecvWR: c.MaxRecvWR, MaxSendSGE: c.MaxSendSGE, MaxRecvSGE: c.MaxRecvSGE, MaxInlineData: c.MaxInline}
-}
+// FlushType is the placement type of a flush (enum ib_placement_type).
+type FlushType uint8
 
-// Errors of PostSend and PostRecv; errors.Is also matches the errno librxe
-// returns for the same case (ENOMEM for a full queue, EINVAL otherwise).
-var (
-	ErrQueueFull     = rxe.ErrQueueFull
-	ErrTooManySGEs   = rxe.ErrTooManySGEs
-	ErrInlineTooLong = rxe.ErrInlineTooLong
-	ErrInvalidWR     = rxe.ErrInvalidWR
-	ErrClosed        = rxe.ErrClosed
-	// ErrAtomicAlign: an atomic's RemoteAddr is not 8-byte aligned.
-	ErrAtomicAlign = rxe.ErrAtomicAlign
-	// ErrAtomicSize: an atomic without exactly one 8-byte SGE.
-	ErrAtomicSize = rxe.ErrAtomicSize
-	// ErrOpNotSupported: the device lacks the opcode (AtomicWrite, Flush
-	// before 6.2); it matches uverbs.ErrNotSupported.
-	ErrOpNotSupported = rxe.ErrOpNotSupported
-	// ErrOpcodeTransport: the opcode (or an AH) does not fit the QP's
-	// transport, e.g. RDMA on UD, RDMA READ on UC.
-	ErrOpcodeTransport = rxe.ErrOpcodeTransport
-	// ErrMessageTooLong: a UD payload longer than the port's MTU (rxe would
-	// report it sent and send nothing) (EMSGSIZE).
-	ErrMessageTooLong = rxe.ErrMessageTooLong
-	// ErrDoorbell: the requests were queued but the doorbell failed.
-	ErrDoorbell = rxe.ErrDoorbell
-	// ErrBadState: the QP's state does not allow posting (sends need RTS or
-	// later, receives anything but RESET) (EINVAL).
-	ErrBadState error = &stateError{}
+// Flush placement types.
+const (
+	FlushGlobal     FlushType = 1 << 0
+	FlushPersistent FlushType = 1 << 1
 )
 
-type stateError struct{}
+// FlushLevel is the selectivity level of a flush (enum ib_selectivity_level).
+type FlushLevel uint8
 
-func (*stateError) Error() string { return "qp: wrong state for posting" }
-func (*stateError) Unwrap() error { return unix.EINVAL }
-
-// ErrNotSupported reports a QP type or feature not supported yet.
-var ErrNotSupported = rxe.ErrNotSupported
+// Flush selectivity levels.
+const (
+	FlushRange FlushLevel = 0
+	FlushMR    FlushLevel = 1
+)

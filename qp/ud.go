@@ -9,20 +9,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// AH is an address handle: where a UD send goes (SendWR.AH). Make one with
-// NewAH; Close destroys it, and the Context's Close destroys it if the
-// caller has not.
-type AH = rxe.AH
-
 // AHParams describe the path of an address handle. On RoCE every path is
-// global: DGID and SGIDIndex are required.
+// global: DGID and SGID are required.
 type AHParams struct {
 	DGID uverbs.GID // the destination GID (a multicast group's GID too)
-	// SGIDIndex picks the local GID to send from (see
-	// uverbs.Context.FindGID).
-	SGIDIndex    uint8
+	// SGID is the local GID entry to send from, found by address
+	// (uverbs.Context.FindGID) or by netdev (NetdevGID); the zero entry is
+	// refused.
+	SGID         uverbs.GIDEntry
 	HopLimit     uint8 // IP TTL / hop limit; 0 means 64
-	Port         uint8 // 0 means port 1
+	Port         uint8 // 0 means SGID's port
 	TrafficClass uint8
 	FlowLabel    uint32
 	SL           uint8
@@ -34,10 +30,18 @@ func NewAH(pd *uverbs.PD, p AHParams) (*AH, error) {
 	if p.DGID.IsZero() {
 		return nil, fmt.Errorf("qp: create_ah: the destination GID is zero (RoCE needs it): %w", unix.EINVAL)
 	}
-	attr := uverbs.GlobalAH(p.DGID, p.SGIDIndex, cmp.Or(p.HopLimit, defaultHopLimit))
-	attr.PortNum = cmp.Or(p.Port, defaultPort)
+	sgid, port, err := sourceGID("create_ah", p.SGID, p.Port)
+	if err != nil {
+		return nil, err
+	}
+	attr := uverbs.GlobalAH(p.DGID, sgid, cmp.Or(p.HopLimit, defaultHopLimit))
+	attr.PortNum = port
 	attr.GRH.TrafficClass, attr.GRH.FlowLabel, attr.SL = p.TrafficClass, p.FlowLabel, p.SL
-	return rxe.CreateAH(pd, attr)
+	core, err := rxe.CreateAH(pd, attr)
+	if err != nil {
+		return nil, err
+	}
+	return &AH{core: core}, nil
 }
 
 // MulticastQPN is the destination QP number of a datagram sent to a
@@ -62,7 +66,7 @@ func (q *QP) ActivateUD(o UDOptions) error {
 	if q.typ != UD {
 		return fmt.Errorf("qp: activate UD: a %v QP: %w", q.typ, unix.EINVAL)
 	}
-	if q.State() == Reset {
+	if q.State() == StateReset {
 		if err := q.ToInit(InitParams{Port: o.Port, PKeyIndex: o.PKeyIndex, QKey: o.QKey}); err != nil {
 			return err
 		}
@@ -81,18 +85,18 @@ func (q *QP) transportMask(state State, mask AttrMask) AttrMask {
 	switch q.typ {
 	case UC:
 		switch state {
-		case RTR:
+		case StateRTR:
 			mask &^= AttrMaxDestRdAtomic | AttrMinRNRTimer
-		case RTS:
+		case StateRTS:
 			mask &^= AttrTimeout | AttrRetryCnt | AttrRNRRetry | AttrMaxQPRdAtomic
 		}
 	case UD:
 		switch state {
-		case Init:
+		case StateInit:
 			mask = mask&^AttrAccessFlags | AttrQKey
-		case RTR:
+		case StateRTR:
 			mask = AttrState
-		case RTS:
+		case StateRTS:
 			mask = AttrState | AttrSQPSN
 		}
 	}

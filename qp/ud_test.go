@@ -87,14 +87,14 @@ func TestTransportMask(t *testing.T) {
 		s        State
 		in, want AttrMask
 	}{
-		{RC, RTR, rtr, rtr},
-		{RC, RTS, rts, rts},
-		{UC, Init, init, init},
-		{UC, RTR, rtr, AttrState | AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN},
-		{UC, RTS, rts, AttrState | AttrSQPSN},
-		{UD, Init, init, AttrState | AttrPKeyIndex | AttrPort | AttrQKey},
-		{UD, RTR, rtr, AttrState},
-		{UD, RTS, rts, AttrState | AttrSQPSN},
+		{RC, StateRTR, rtr, rtr},
+		{RC, StateRTS, rts, rts},
+		{UC, StateInit, init, init},
+		{UC, StateRTR, rtr, AttrState | AttrAV | AttrPathMTU | AttrDestQPN | AttrRQPSN},
+		{UC, StateRTS, rts, AttrState | AttrSQPSN},
+		{UD, StateInit, init, AttrState | AttrPKeyIndex | AttrPort | AttrQKey},
+		{UD, StateRTR, rtr, AttrState},
+		{UD, StateRTS, rts, AttrState | AttrSQPSN},
 	} {
 		if got := all(c.typ, c.s, c.in); got != c.want {
 			t.Errorf("%v %v: mask %#x, want %#x", c.typ, c.s, got, c.want)

@@ -15,6 +15,8 @@ type cqRing struct {
 	mu   sync.Mutex
 	ring *ring.Ring // nil once closed
 	cons uint32
+	// scratch is the completion pollFunc decodes into, under mu.
+	scratch WC
 }
 
 func newCQRing(r *ring.Ring) (*cqRing, error) {
@@ -29,6 +31,12 @@ func newCQRing(r *ring.Ring) (*cqRing, error) {
 // consumer index once (release) after the last copy, so the kernel never
 // overwrites a slot still being read.
 func (c *cqRing) poll(wc []WC) (int, error) {
+	return c.pollFunc(len(wc), func(i int, w *WC) { wc[i] = *w })
+}
+
+// pollFunc is poll for up to max completions, each decoded into the ring's
+// scratch completion and handed to put.
+func (c *cqRing) pollFunc(max int, put func(i int, w *WC)) (int, error) {
 	c.mu.Lock()
 	r := c.ring
 	if r == nil {
@@ -37,8 +45,9 @@ func (c *cqRing) poll(wc []WC) (int, error) {
 	}
 	prod := r.Producer()
 	n := 0
-	for n < len(wc) && c.cons != prod {
-		decodeWC(r.At(c.cons), &wc[n])
+	for n < max && c.cons != prod {
+		decodeWC(r.At(c.cons), &c.scratch)
+		put(n, &c.scratch)
 		c.cons = r.Next(c.cons)
 		n++
 	}
@@ -119,6 +128,16 @@ func newCQFromRing(r *ring.Ring) (*CQ, error) {
 func (c *CQ) Poll(wc []WC) (int, error) {
 	n, err := c.ring.poll(wc)
 	runtime.KeepAlive(c) // its mapping's cleanup would unmap the ring under the poll
+	return n, err
+}
+
+// PollFunc is Poll for a caller that keeps completions in a form of its own
+// (package cq's WC): it decodes up to max completions, one at a time, and
+// hands each to put(i, w), under the ring's lock; put must not keep w. It
+// allocates nothing when put does not.
+func (c *CQ) PollFunc(max int, put func(i int, w *WC)) (int, error) {
+	n, err := c.ring.pollFunc(max, put)
+	runtime.KeepAlive(c) // see Poll
 	return n, err
 }
 

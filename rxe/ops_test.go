@@ -226,8 +226,8 @@ func TestPostSendExtOpsZeroAllocs(t *testing.T) {
 
 func TestExtOpcodeNames(t *testing.T) {
 	for op, want := range map[Opcode]string{
-		OpAtomicCmpAndSwp: "ATOMIC_CMP_AND_SWP", OpAtomicFetchAndAdd: "ATOMIC_FETCH_AND_ADD", OpLocalInv: "LOCAL_INV",
-		OpBindMW: "BIND_MW", OpSendWithInv: "SEND_WITH_INV", OpFlush: "FLUSH", OpAtomicWrite: "ATOMIC_WRITE",
+		OpAtomicCmpAndSwp: "WR_ATOMIC_CMP_AND_SWP", OpAtomicFetchAndAdd: "WR_ATOMIC_FETCH_AND_ADD", OpLocalInv: "WR_LOCAL_INV",
+		OpBindMW: "WR_BIND_MW", OpSendWithInv: "WR_SEND_WITH_INV", OpFlush: "WR_FLUSH", OpAtomicWrite: "WR_ATOMIC_WRITE",
 		10: "Opcode(10)", 12: "Opcode(12)", 16: "Opcode(16)",
 	} {
 		if got := op.String(); got != want {
@@ -235,8 +235,8 @@ func TestExtOpcodeNames(t *testing.T) {
 		}
 	}
 	for op, want := range map[WCOpcode]string{
-		WCCompSwap: "COMP_SWAP", WCFetchAdd: "FETCH_ADD", WCBindMW: "BIND_MW", WCLocalInv: "LOCAL_INV",
-		WCFlush: "FLUSH", WCAtomicWrite: "ATOMIC_WRITE", 7: "WCOpcode(7)",
+		WCCompSwap: "WC_COMP_SWAP", WCFetchAdd: "WC_FETCH_ADD", WCBindMW: "WC_BIND_MW", WCLocalInv: "WC_LOCAL_INV",
+		WCFlush: "WC_FLUSH", WCAtomicWrite: "WC_ATOMIC_WRITE", 7: "WCOpcode(7)",
 	} {
 		if got := op.String(); got != want {
 			t.Errorf("WCOpcode(%d).String() = %q, want %q", uint32(op), got, want)

@@ -88,15 +88,7 @@ func mapQP(mmap mmapFunc, vqp *uverbs.QP, resp *createQPResp, hasRQ bool) (*QP, 
 		}
 		return nil, fmt.Errorf("rxe: create_qp: send queue: %w", err)
 	}
-	c := vqp.Cap()
-	lim := QPLimits{
-		MaxSendWR:  int(c.MaxSendWR),
-		MaxRecvWR:  int(c.MaxRecvWR),
-		MaxSendSGE: int(c.MaxSendSGE),
-		MaxRecvSGE: int(c.MaxRecvSGE),
-		MaxInline:  int(c.MaxInlineData),
-	}
-	s, r, err := newQueues(sq, rq, lim, vqp)
+	s, r, err := newQueues(sq, rq, vqp.Cap(), vqp)
 	if err != nil {
 		sqMem.Close()
 		if rqMem != nil {
@@ -110,7 +102,7 @@ func mapQP(mmap mmapFunc, vqp *uverbs.QP, resp *createQPResp, hasRQ bool) (*QP, 
 // newQPFromRings makes a QP over rings a simulated kernel consumes, with
 // the given limits (clipped to what a slot holds) and doorbell; it has no
 // kernel object. rq may be nil, as for a QP on an SRQ.
-func newQPFromRings(sq, rq *ring.Ring, lim QPLimits, db doorbell) (*QP, error) {
+func newQPFromRings(sq, rq *ring.Ring, lim uverbs.QPCap, db doorbell) (*QP, error) {
 	s, r, err := newQueues(sq, rq, lim, db)
 	if err != nil {
 		return nil, err
@@ -130,6 +122,28 @@ func (q *QP) PostSend(wrs []SendWR) error {
 	return err
 }
 
+// PostSendFunc is PostSend for n requests the caller holds in a form of its
+// own (package qp's SendWR): fill(i, w) writes the i-th into w, a request
+// the queue owns and reuses, under the queue's lock, just before it is
+// checked and encoded. fill must not keep w. It allocates nothing when fill
+// does not.
+func (q *QP) PostSendFunc(n int, fill func(i int, w *SendWR)) error {
+	err := q.sq.postFunc(n, fill)
+	runtime.KeepAlive(q) // see PostSend
+	return err
+}
+
+// PostRecvFunc is PostRecv for n requests the caller holds in a form of its
+// own, written by fill as in PostSendFunc.
+func (q *QP) PostRecvFunc(n int, fill func(i int, w *RecvWR)) error {
+	if q.rq == nil {
+		return ErrSRQAttached
+	}
+	err := q.rq.postFunc(n, fill)
+	runtime.KeepAlive(q) // see PostSend
+	return err
+}
+
 // PostRecv writes one receive WQE per request into the receive ring: a
 // memory operation only, no system call. Like PostSend it is all or nothing
 // and allocates nothing. A QP without a receive ring (on an SRQ) returns
@@ -143,11 +157,12 @@ func (q *QP) PostRecv(wrs []RecvWR) error {
 	return err
 }
 
-// Limits returns the limits PostSend and PostRecv enforce.
-func (q *QP) Limits() QPLimits {
-	lim := QPLimits{MaxSendWR: q.sq.maxWR, MaxSendSGE: q.sq.maxSGE, MaxInline: q.sq.maxInline}
+// Limits returns the limits PostSend and PostRecv enforce: the granted
+// caps, clipped to what the rings hold.
+func (q *QP) Limits() uverbs.QPCap {
+	lim := uverbs.QPCap{MaxSendWR: uint32(q.sq.maxWR), MaxSendSGE: uint32(q.sq.maxSGE), MaxInlineData: uint32(q.sq.maxInline)}
 	if q.rq != nil {
-		lim.MaxRecvWR, lim.MaxRecvSGE = q.rq.maxWR, q.rq.maxSGE
+		lim.MaxRecvWR, lim.MaxRecvSGE = uint32(q.rq.maxWR), uint32(q.rq.maxSGE)
 	}
 	return lim
 }

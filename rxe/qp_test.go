@@ -6,16 +6,16 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/pureverbs/pureverbs/uverbs"
 )
 
 func TestQPFromRings(t *testing.T) {
 	db := &countingDoorbell{}
-	q, err := newQPFromRings(mustRing(t, 256, 7), mustRing(t, 128, 7), QPLimits{MaxSendWR: 4, MaxSendSGE: 2, MaxRecvSGE: 9, MaxInline: 16}, db)
+	q, err := newQPFromRings(mustRing(t, 256, 7), mustRing(t, 128, 7), uverbs.QPCap{MaxSendWR: 4, MaxSendSGE: 2, MaxRecvSGE: 9, MaxInlineData: 16}, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := QPLimits{MaxSendWR: 4, MaxRecvWR: 7, MaxSendSGE: 2, MaxRecvSGE: 5, MaxInline: 16}
+	want := uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 7, MaxSendSGE: 2, MaxRecvSGE: 5, MaxInlineData: 16}
 	if got := q.Limits(); got != want {
 		t.Fatalf("Limits() = %+v, want %+v", got, want)
 	}
@@ -33,21 +33,21 @@ func TestQPFromRings(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := q.PostSend([]SendWR{{Opcode: OpSend}}); !errors.Is(err, ErrClosed) || !errors.Is(err, unix.EBADF) {
+	if err := q.PostSend([]SendWR{{Opcode: OpSend}}); err != uverbs.ErrClosed {
 		t.Fatalf("PostSend after Close: %v", err)
 	}
 	if err := q.PostRecv([]RecvWR{{}}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("PostRecv after Close: %v", err)
 	}
 
-	noRQ, err := newQPFromRings(mustRing(t, 256, 3), nil, QPLimits{}, db)
+	noRQ, err := newQPFromRings(mustRing(t, 256, 3), nil, uverbs.QPCap{}, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := noRQ.PostRecv([]RecvWR{{}}); !errors.Is(err, ErrNotSupported) {
+	if err := noRQ.PostRecv([]RecvWR{{}}); !errors.Is(err, ErrSRQAttached) || errors.Is(err, ErrNotSupported) {
 		t.Fatalf("PostRecv without a receive ring: %v", err)
 	}
-	if _, err := newQPFromRings(mustRing(t, 256, 3), nil, QPLimits{}, nil); err == nil {
+	if _, err := newQPFromRings(mustRing(t, 256, 3), nil, uverbs.QPCap{}, nil); err == nil {
 		t.Fatal("a QP without a doorbell")
 	}
 }

@@ -16,21 +16,6 @@ type doorbell interface {
 	PostSendDoorbell() error
 }
 
-// QPLimits are the limits of a queue pair: the caps the kernel granted at
-// creation (which may exceed what was asked for).
-type QPLimits struct {
-	// MaxSendWR and MaxRecvWR are how many requests may be outstanding on
-	// each queue. The rings may have more slots (6.1's rxe grants what was
-	// asked and rounds the ring up to a power of two); posting stops at the
-	// granted depth, so a CQ sized by the caps cannot overflow. 0 means the
-	// ring's capacity.
-	MaxSendWR  int
-	MaxRecvWR  int
-	MaxSendSGE int // SGEs per send request
-	MaxRecvSGE int // SGEs per receive request
-	MaxInline  int // inline bytes per send request
-}
-
 // sendQueue is the producer side of a send ring.
 type sendQueue struct {
 	mu        sync.Mutex
@@ -44,6 +29,7 @@ type sendQueue struct {
 	db        doorbell
 	typ       uverbs.QPType // the QP's transport; 0 (simulator) follows RC
 	maxUD     uint32        // UD only: the largest payload (the port's MTU)
+	scratch   SendWR        // the request postFunc checks and encodes, under mu
 }
 
 // post writes the WQEs past the producer index, where the kernel does not
@@ -58,7 +44,13 @@ type sendQueue struct {
 // cannot be taken back: a failed doorbell is reported as ErrDoorbell, which
 // says the requests are queued.
 func (q *sendQueue) post(wrs []SendWR) error {
-	if len(wrs) == 0 {
+	return q.postFunc(len(wrs), func(i int, w *SendWR) { *w = wrs[i] })
+}
+
+// postFunc is post for n requests that fill writes, one at a time, into
+// the queue's scratch request (see QP.PostSendFunc).
+func (q *sendQueue) postFunc(n int, fill func(i int, w *SendWR)) error {
+	if n <= 0 {
 		return nil
 	}
 	q.mu.Lock()
@@ -67,26 +59,29 @@ func (q *sendQueue) post(wrs []SendWR) error {
 	if r == nil {
 		return ErrClosed
 	}
-	if len(wrs) > room(r, q.prod, q.maxWR) {
+	if n > room(r, q.prod, q.maxWR) {
 		return ErrQueueFull
 	}
+	w := &q.scratch
+	defer func() { *w = SendWR{} }() // keeps no caller memory alive
 	idx := q.prod
-	for i := range wrs {
-		n, err := q.check(&wrs[i])
+	for i := range n {
+		fill(i, w)
+		length, err := q.check(w)
 		if err != nil {
 			return err
 		}
-		if err := q.checkLength(n); err != nil {
+		if err := q.checkLength(length); err != nil {
 			return err
 		}
-		encodeSend(r.At(idx), &wrs[i], n, q.ssn+uint32(i))
+		encodeSend(r.At(idx), w, length, q.ssn+uint32(i))
 		if q.typ == uverbs.QPTypeUD {
-			encodeUD(r.At(idx), &wrs[i])
+			encodeUD(r.At(idx), w)
 		}
 		idx = r.Next(idx)
 	}
 	q.prod = idx
-	q.ssn += uint32(len(wrs))
+	q.ssn += uint32(n)
 	r.SetProducer(idx) // publishes the WQEs: all written before this store
 	if err := q.db.PostSendDoorbell(); err != nil {
 		return &DoorbellError{Err: err}
@@ -143,18 +138,25 @@ func (q *sendQueue) check(wr *SendWR) (uint32, error) {
 
 // recvQueue is the producer side of a receive ring.
 type recvQueue struct {
-	mu     sync.Mutex
-	ring   *ring.Ring // nil once closed
-	prod   uint32
-	maxWR  int
-	maxSGE int
+	mu      sync.Mutex
+	ring    *ring.Ring // nil once closed
+	prod    uint32
+	maxWR   int
+	maxSGE  int
+	scratch RecvWR // the request postFunc checks and encodes, under mu
 }
 
 // post writes the WQEs past the producer index and publishes them all with
 // one store if every request was valid. The kernel notices new receives by
 // itself: no syscall.
 func (q *recvQueue) post(wrs []RecvWR) error {
-	if len(wrs) == 0 {
+	return q.postFunc(len(wrs), func(i int, w *RecvWR) { *w = wrs[i] })
+}
+
+// postFunc is post for n requests that fill writes, one at a time, into
+// the queue's scratch request (see QP.PostRecvFunc).
+func (q *recvQueue) postFunc(n int, fill func(i int, w *RecvWR)) error {
+	if n <= 0 {
 		return nil
 	}
 	q.mu.Lock()
@@ -163,19 +165,22 @@ func (q *recvQueue) post(wrs []RecvWR) error {
 	if r == nil {
 		return ErrClosed
 	}
-	if len(wrs) > room(r, q.prod, q.maxWR) {
+	if n > room(r, q.prod, q.maxWR) {
 		return ErrQueueFull
 	}
+	w := &q.scratch
+	defer func() { *w = RecvWR{} }()
 	idx := q.prod
-	for i := range wrs {
-		if len(wrs[i].SGEs) > q.maxSGE {
+	for i := range n {
+		fill(i, w)
+		if len(w.SGEs) > q.maxSGE {
 			return ErrTooManySGEs
 		}
-		n, err := sgeTotal(wrs[i].SGEs)
+		length, err := sgeTotal(w.SGEs)
 		if err != nil {
 			return err
 		}
-		encodeRecv(r.At(idx), &wrs[i], n)
+		encodeRecv(r.At(idx), w, length)
 		idx = r.Next(idx)
 	}
 	q.prod = idx
@@ -185,7 +190,13 @@ func (q *recvQueue) post(wrs []RecvWR) error {
 
 // newQueues sets up the send and receive queues of a QP over their rings,
 // clipping the limits to what a slot holds. rq is nil for a QP on an SRQ.
-func newQueues(sq, rq *ring.Ring, lim QPLimits, db doorbell) (*sendQueue, *recvQueue, error) {
+//
+// The caps' WR counts are how many requests may be outstanding on each
+// queue. The rings may have more slots (6.1's rxe grants what was asked and
+// rounds the ring up to a power of two); posting stops at the granted
+// depth, so a CQ sized by the caps cannot overflow. 0 means the ring's
+// capacity.
+func newQueues(sq, rq *ring.Ring, lim uverbs.QPCap, db doorbell) (*sendQueue, *recvQueue, error) {
 	if sq == nil || db == nil {
 		return nil, nil, fmt.Errorf("rxe: a QP needs a send ring and a doorbell: %w", unix.EINVAL)
 	}
@@ -196,9 +207,9 @@ func newQueues(sq, rq *ring.Ring, lim QPLimits, db doorbell) (*sendQueue, *recvQ
 	s := &sendQueue{
 		ring:      sq,
 		prod:      sq.Producer(),
-		maxWR:     depth(lim.MaxSendWR, sq),
-		maxSGE:    min(lim.MaxSendSGE, slotRoom/sgeSize),
-		maxInline: min(lim.MaxInline, slotRoom),
+		maxWR:     depth(int(lim.MaxSendWR), sq),
+		maxSGE:    min(int(lim.MaxSendSGE), slotRoom/sgeSize),
+		maxInline: min(int(lim.MaxInlineData), slotRoom),
 		db:        db,
 	}
 	if rq == nil {
@@ -208,7 +219,7 @@ func newQueues(sq, rq *ring.Ring, lim QPLimits, db doorbell) (*sendQueue, *recvQ
 	if slotRoom < 0 {
 		return nil, nil, fmt.Errorf("%w: receive slots of %d bytes, want at least %d", ErrBadRing, rq.ElemSize(), recvWQESize)
 	}
-	return s, &recvQueue{ring: rq, prod: rq.Producer(), maxWR: depth(lim.MaxRecvWR, rq), maxSGE: min(lim.MaxRecvSGE, slotRoom/sgeSize)}, nil
+	return s, &recvQueue{ring: rq, prod: rq.Producer(), maxWR: depth(int(lim.MaxRecvWR), rq), maxSGE: min(int(lim.MaxRecvSGE), slotRoom/sgeSize)}, nil
 }
 
 // depth is the granted queue depth, at most what the ring holds.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/pureverbs/pureverbs/rxe/internal/ring"
+	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,7 +22,7 @@ func (d *countingDoorbell) PostSendDoorbell() error { d.n.Add(1); return d.err }
 
 // testQueues makes a QP's queues over heap rings: 256-byte send slots (3 SGEs
 // or 48 inline bytes of room), 128-byte receive slots (5 SGEs of room).
-func testQueues(t testing.TB, sendWR, recvWR int, lim QPLimits) (*sendQueue, *recvQueue, *countingDoorbell) {
+func testQueues(t testing.TB, sendWR, recvWR int, lim uverbs.QPCap) (*sendQueue, *recvQueue, *countingDoorbell) {
 	t.Helper()
 	db := &countingDoorbell{}
 	sq, rq, err := newQueues(mustRing(t, 256, sendWR), mustRing(t, 128, recvWR), lim, db)
@@ -31,10 +32,10 @@ func testQueues(t testing.TB, sendWR, recvWR int, lim QPLimits) (*sendQueue, *re
 	return sq, rq, db
 }
 
-var testLimits = QPLimits{MaxSendSGE: 2, MaxRecvSGE: 2, MaxInline: 32}
+var testLimits = uverbs.QPCap{MaxSendSGE: 2, MaxRecvSGE: 2, MaxInlineData: 32}
 
 func TestNewQueuesClipsLimitsToSlots(t *testing.T) {
-	sq, rq, _ := testQueues(t, 3, 3, QPLimits{MaxSendSGE: 100, MaxRecvSGE: 100, MaxInline: 1000})
+	sq, rq, _ := testQueues(t, 3, 3, uverbs.QPCap{MaxSendSGE: 100, MaxRecvSGE: 100, MaxInlineData: 1000})
 	if sq.maxSGE != 3 || sq.maxInline != 48 || rq.maxSGE != 5 {
 		t.Fatalf("limits send SGE %d inline %d recv SGE %d, want 3 48 5", sq.maxSGE, sq.maxInline, rq.maxSGE)
 	}
@@ -84,7 +85,7 @@ func TestPostSendOneDoorbellPerCall(t *testing.T) {
 
 func TestPostWithinGrantedDepth(t *testing.T) {
 	// 8-slot rings (7 usable) of which the kernel granted 5.
-	sq, rq, _ := testQueues(t, 7, 7, QPLimits{MaxSendWR: 5, MaxRecvWR: 5, MaxSendSGE: 1, MaxRecvSGE: 1})
+	sq, rq, _ := testQueues(t, 7, 7, uverbs.QPCap{MaxSendWR: 5, MaxRecvWR: 5, MaxSendSGE: 1, MaxRecvSGE: 1})
 	sends := make([]SendWR, 6)
 	recvs := make([]RecvWR, 6)
 	for i := range sends {
@@ -116,7 +117,7 @@ func TestPostWithinGrantedDepth(t *testing.T) {
 		t.Fatalf("%d outstanding, want 5", sq.ring.Len())
 	}
 	// Larger grants than the ring holds are clipped to the ring.
-	sq2, _, _ := testQueues(t, 3, 3, QPLimits{MaxSendWR: 100})
+	sq2, _, _ := testQueues(t, 3, 3, uverbs.QPCap{MaxSendWR: 100})
 	if sq2.maxWR != 3 {
 		t.Fatalf("depth %d, want the ring's 3", sq2.maxWR)
 	}
@@ -406,7 +407,7 @@ func TestPostSendAgainstSimulatedKernel(t *testing.T) {
 }
 
 func TestPostZeroAllocs(t *testing.T) {
-	sq, rq, _ := testQueues(t, 63, 63, QPLimits{MaxSendSGE: 3, MaxRecvSGE: 2, MaxInline: 48})
+	sq, rq, _ := testQueues(t, 63, 63, uverbs.QPCap{MaxSendSGE: 3, MaxRecvSGE: 2, MaxInlineData: 48})
 	cqr := mustRing(t, 64, 63)
 	cq, err := newCQRing(cqr)
 	if err != nil {

@@ -38,8 +38,8 @@ func rawBytes[T createSRQResp | modifySRQCmd | resizeCQResp](v *T) []byte {
 
 // ErrSRQAttached is what PostRecv on a QP created on an SRQ returns: such a
 // QP has no receive queue, its receives are posted to the SRQ. It matches
-// unix.EINVAL and uverbs.ErrNotSupported.
-var ErrSRQAttached error = &postError{"rxe: the QP takes its receives from an SRQ: post them to the SRQ", unix.EINVAL, uverbs.ErrNotSupported}
+// unix.EINVAL: it is the caller's mistake, not a missing feature.
+var ErrSRQAttached error = &postError{"rxe: the QP takes its receives from an SRQ: post them to the SRQ", unix.EINVAL, nil}
 
 // SRQ is an rxe shared receive queue: the kernel object and its receive
 // ring, whose WQEs are the same struct rxe_recv_wqe a QP's receive queue
@@ -92,6 +92,14 @@ func CreateSRQ(pd *uverbs.PD, attr uverbs.SRQInitAttr) (*SRQ, error) {
 func (s *SRQ) PostRecv(wrs []RecvWR) error {
 	err := s.rq.post(wrs)
 	runtime.KeepAlive(s) // its Mapping's cleanup would unmap the ring under the post
+	return err
+}
+
+// PostRecvFunc is PostRecv for n requests the caller holds in a form of its
+// own, written by fill as in QP.PostSendFunc.
+func (s *SRQ) PostRecvFunc(n int, fill func(i int, w *RecvWR)) error {
+	err := s.rq.postFunc(n, fill)
+	runtime.KeepAlive(s) // see PostRecv
 	return err
 }
 

@@ -75,31 +75,32 @@ const (
 	WCRecvRDMAWithImm WCOpcode = 129 // IB_WC_RECV_RDMA_WITH_IMM
 )
 
-// String is the enum ib_wc_opcode name without its IB_WC_ prefix.
+// String names the opcode as libibverbs does without "IBV_" ("WC_SEND"),
+// so that a completion's opcode never reads like a request's ("WR_SEND").
 func (o WCOpcode) String() string {
 	switch o {
 	case WCSend:
-		return "SEND"
+		return "WC_SEND"
 	case WCRDMAWrite:
-		return "RDMA_WRITE"
+		return "WC_RDMA_WRITE"
 	case WCRDMARead:
-		return "RDMA_READ"
+		return "WC_RDMA_READ"
 	case WCCompSwap:
-		return "COMP_SWAP"
+		return "WC_COMP_SWAP"
 	case WCFetchAdd:
-		return "FETCH_ADD"
+		return "WC_FETCH_ADD"
 	case WCBindMW:
-		return "BIND_MW"
+		return "WC_BIND_MW"
 	case WCLocalInv:
-		return "LOCAL_INV"
+		return "WC_LOCAL_INV"
 	case WCFlush:
-		return "FLUSH"
+		return "WC_FLUSH"
 	case WCAtomicWrite:
-		return "ATOMIC_WRITE"
+		return "WC_ATOMIC_WRITE"
 	case WCRecv:
-		return "RECV"
+		return "WC_RECV"
 	case WCRecvRDMAWithImm:
-		return "RECV_RDMA_WITH_IMM"
+		return "WC_RECV_RDMA_WITH_IMM"
 	}
 	return "WCOpcode(" + strconv.FormatUint(uint64(o), 10) + ")"
 }

@@ -203,9 +203,11 @@ func TestStrings(t *testing.T) {
 		{WCWRFlushErr.String(), "WR_FLUSH_ERR"},
 		{WCGeneralErr.String(), "GENERAL_ERR"},
 		{WCStatus(99).String(), "WCStatus(99)"},
-		{WCRecvRDMAWithImm.String(), "RECV_RDMA_WITH_IMM"},
+		{WCRecvRDMAWithImm.String(), "WC_RECV_RDMA_WITH_IMM"},
+		{WCSend.String(), "WC_SEND"},
 		{WCOpcode(77).String(), "WCOpcode(77)"},
-		{OpSendWithImm.String(), "SEND_WITH_IMM"},
+		{OpSendWithImm.String(), "WR_SEND_WITH_IMM"},
+		{OpSend.String(), "WR_SEND"},
 		{Opcode(12).String(), "Opcode(12)"},
 	} {
 		if c.got != c.want {

@@ -49,21 +49,22 @@ const (
 )
 
 var opcodeNames = [...]string{
-	OpRDMAWrite:         "RDMA_WRITE",
-	OpRDMAWriteWithImm:  "RDMA_WRITE_WITH_IMM",
-	OpSend:              "SEND",
-	OpSendWithImm:       "SEND_WITH_IMM",
-	OpRDMARead:          "RDMA_READ",
-	OpAtomicCmpAndSwp:   "ATOMIC_CMP_AND_SWP",
-	OpAtomicFetchAndAdd: "ATOMIC_FETCH_AND_ADD",
-	OpLocalInv:          "LOCAL_INV",
-	OpBindMW:            "BIND_MW",
-	OpSendWithInv:       "SEND_WITH_INV",
-	OpFlush:             "FLUSH",
-	OpAtomicWrite:       "ATOMIC_WRITE",
+	OpRDMAWrite:         "WR_RDMA_WRITE",
+	OpRDMAWriteWithImm:  "WR_RDMA_WRITE_WITH_IMM",
+	OpSend:              "WR_SEND",
+	OpSendWithImm:       "WR_SEND_WITH_IMM",
+	OpRDMARead:          "WR_RDMA_READ",
+	OpAtomicCmpAndSwp:   "WR_ATOMIC_CMP_AND_SWP",
+	OpAtomicFetchAndAdd: "WR_ATOMIC_FETCH_AND_ADD",
+	OpLocalInv:          "WR_LOCAL_INV",
+	OpBindMW:            "WR_BIND_MW",
+	OpSendWithInv:       "WR_SEND_WITH_INV",
+	OpFlush:             "WR_FLUSH",
+	OpAtomicWrite:       "WR_ATOMIC_WRITE",
 }
 
-// String names the opcode like IBV_WR_*, without the prefix.
+// String names the opcode as libibverbs does without "IBV_" ("WR_SEND"),
+// so that a request's opcode never reads like a completion's ("WC_SEND").
 func (o Opcode) String() string {
 	if int(o) < len(opcodeNames) && opcodeNames[o] != "" {
 		return opcodeNames[o]
@@ -180,10 +181,11 @@ var (
 	// ErrInvalidWR: an unknown opcode or flag, inline data with an SGE list,
 	// inline RDMA READ, or a message longer than 2 GiB (EINVAL).
 	ErrInvalidWR error = &postError{"rxe: invalid work request", unix.EINVAL, nil}
-	// ErrClosed: the queue has been closed (EBADF).
-	// It also matches uverbs.ErrClosed.
-	ErrClosed error = &postError{"rxe: queue closed", unix.EBADF, uverbs.ErrClosed}
 )
+
+// ErrClosed is returned by every method of a queue that has been closed:
+// it is uverbs.ErrClosed, the one value for every package.
+var ErrClosed = uverbs.ErrClosed
 
 // ErrDoorbell is matched (errors.Is) by the error PostSend returns when
 // every request was written and published to the kernel but the doorbell

@@ -16,9 +16,9 @@ var (
 	// ErrConnected: CompleteConnection was already called, or the side
 	// channel owns the connection.
 	ErrConnected = errors.New("server: already connected; a Server completes one connection (the side channel replaces its own)")
-	// ErrClosed: the server was closed.
-	// It matches uverbs.ErrClosed too.
-	ErrClosed = fmt.Errorf("server: %w", uverbs.ErrClosed)
+	// ErrClosed: the server was closed. It is uverbs.ErrClosed, the one
+	// value for every package.
+	ErrClosed = uverbs.ErrClosed
 	// ErrReceiveOnly: the server does not send.
 	ErrReceiveOnly = errors.New("server: sending is not supported: the server only receives")
 )

@@ -8,6 +8,7 @@ import (
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/rxe"
 	"github.com/pureverbs/pureverbs/rxe/rxesim"
+	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,12 +25,21 @@ type simQueue struct {
 }
 
 // Poll implements queue.
-func (s *simQueue) Poll(wc []cq.WC) (int, error) { return s.cq.User.Poll(wc) }
+func (s *simQueue) Poll(wc []cq.WC) (int, error) { return simPoll(s.cq, wc) }
+
+// simPoll polls the simulated CQ into package cq's completions, as cq.CQ
+// does over a real ring.
+func simPoll(c *rxesim.CQ, wc []cq.WC) (int, error) {
+	return c.User.PollFunc(len(wc), func(i int, w *rxe.WC) {
+		wc[i] = cq.WC{WRID: w.WRID, Status: cq.Status(w.Status), Opcode: cq.Opcode(w.Opcode), ByteLen: w.ByteLen,
+			Imm: w.Imm, QPNum: w.QPNum, SrcQP: w.SrcQP, Flags: cq.WCFlags(w.Flags)}
+	})
+}
 
 // PostRecv implements queue; the simulated kernel then retries the sends
 // that found no receive, as an RNR retry would.
 func (s *simQueue) PostRecv(wrs []qp.RecvWR) error {
-	if err := s.qp.User.PostRecv(wrs); err != nil {
+	if err := s.qp.User.PostRecvFunc(len(wrs), func(i int, w *rxe.RecvWR) { *w = rxe.RecvWR(wrs[i]) }); err != nil {
 		return err
 	}
 	s.dev.Process()
@@ -83,7 +93,7 @@ type simRig struct {
 	srcAddr uint64
 	srcKey  uint32
 	sendWR  [1]qp.SendWR
-	sendSGE [1]qp.SGE
+	sendSGE [1]uverbs.SGE
 	wc      [16]cq.WC
 }
 
@@ -102,11 +112,11 @@ func newSimRig(t testing.TB, depth, size int, handler func(*Frame)) *simRig {
 	if r.sendCQ, err = dev.NewCQ(1024); err != nil {
 		t.Fatal(err)
 	}
-	srvQP, err := dev.NewQP(srvCQ, srvCQ, rxesim.QPConfig{Limits: rxe.QPLimits{MaxSendWR: 1, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	srvQP, err := dev.NewQP(srvCQ, srvCQ, rxesim.QPConfig{Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: uint32(depth), MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.sender, err = dev.NewQP(r.sendCQ, r.sendCQ, rxesim.QPConfig{Limits: rxe.QPLimits{MaxSendWR: 512, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+	if r.sender, err = dev.NewQP(r.sendCQ, r.sendCQ, rxesim.QPConfig{Cap: uverbs.QPCap{MaxSendWR: 512, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	rxesim.Connect(srvQP, r.sender)
@@ -133,7 +143,7 @@ func newSimRig(t testing.TB, depth, size int, handler func(*Frame)) *simRig {
 	if err := r.l.postIdle(); err != nil {
 		t.Fatal(err)
 	}
-	r.sendSGE[0] = qp.SGE{Addr: r.srcAddr, LKey: r.srcKey}
+	r.sendSGE[0] = uverbs.SGE{Addr: r.srcAddr, LKey: r.srcKey}
 	r.sendWR[0] = qp.SendWR{Opcode: qp.SendWithImm, SGEs: r.sendSGE[:]}
 	return r
 }
@@ -150,7 +160,8 @@ func (r *simRig) send(op qp.SendOpcode, off, n int, imm uint32) bool {
 	if n == 0 {
 		r.sendWR[0].SGEs = nil
 	}
-	err := r.sender.User.PostSend(r.sendWR[:])
+	w := &r.sendWR[0]
+	err := r.sender.User.PostSend([]rxe.SendWR{{ID: w.ID, Opcode: rxe.Opcode(w.Opcode), Flags: rxe.SendFlags(w.Flags), Imm: w.Imm, SGEs: w.SGEs}})
 	r.q.notify()
 	if err != nil {
 		return false
@@ -162,7 +173,7 @@ func (r *simRig) send(op qp.SendOpcode, off, n int, imm uint32) bool {
 // reapSends polls the sender's completions (unsignalled sends leave none
 // unless they failed) and fails the test on an error.
 func (r *simRig) reapSends() {
-	n, err := r.sendCQ.User.Poll(r.wc[:])
+	n, err := simPoll(r.sendCQ, r.wc[:])
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ type device struct {
 	mr   *uverbs.MR
 	ch   *cq.Channel
 	gid  uverbs.GID
+	sgid uverbs.GIDEntry // the entry of gid, which the QP sends from
 	port uverbs.PortAttr
 }
 
@@ -65,7 +66,7 @@ func openDevice(cfg Config) (d *device, err error) {
 	case g.Type != uverbs.GIDTypeRoCEv2:
 		return d, configError("GID index %d on %s port %d (%v) is %v, not RoCE v2", cfg.GIDIndex, cfg.Device, cfg.Port, g.GID, g.Type)
 	}
-	d.gid = g.GID
+	d.gid, d.sgid = g.GID, g
 	if d.buf, err = uverbs.NewBuffer(cfg.Depth*cfg.MaxPayload, uverbs.BufferOptions{}); err != nil {
 		return d, fmt.Errorf("server: slab of %d bytes: %w", cfg.Depth*cfg.MaxPayload, err)
 	}
@@ -168,7 +169,7 @@ func (r *rcQueue) connect(p qp.Peer, mtu uverbs.MTU, minRNR uint8, sendPSN uint3
 		RQPSN:       p.PSN,
 		PathMTU:     mtu,
 		DGID:        p.GID,
-		SGIDIndex:   uint8(r.d.cfg.GIDIndex),
+		SGID:        r.d.sgid,
 		Port:        r.d.cfg.Port,
 		MinRNRTimer: minRNR,
 	})
@@ -242,4 +243,4 @@ func (r *rcQueue) close() error {
 }
 
 // sge is a scatter/gather element (uverbs.SGE in the target API).
-type sge = qp.SGE
+type sge = uverbs.SGE

@@ -66,6 +66,25 @@ const (
 	KindDevice                      // the whole device (Element is a port number)
 )
 
+// String names the kind: "CQ", "QP", "SRQ", "WQ", "port", "device".
+func (k EventKind) String() string {
+	switch k {
+	case KindCQ:
+		return "CQ"
+	case KindQP:
+		return "QP"
+	case KindSRQ:
+		return "SRQ"
+	case KindWQ:
+		return "WQ"
+	case KindPort:
+		return "port"
+	case KindDevice:
+		return "device"
+	}
+	return fmt.Sprintf("EventKind(%d)", uint8(k))
+}
+
 // Kind is the kind of object an event of type t refers to; 0 for an
 // unknown type.
 func (t AsyncEventType) Kind() EventKind {
@@ -90,33 +109,31 @@ func (t AsyncEventType) Kind() EventKind {
 
 // AsyncEvent is one event of the async event fd. Element is what the
 // kernel reported: the user handle of the CQ/QP/SRQ it concerns, or the
-// port number for port events. The Context resolves it to the object: CQ,
-// QP or SRQ is set when the event's kind is that object's and the object
-// is still open under the Context with a user handle no other object of
-// its kind shares (the handles the Context picks itself are unique).
+// port number for port events. The Context resolves it to the object the
+// application holds: Object is the *cq.CQ, *qp.QP or *qp.SRQ the event is
+// about (the kernel-object layer's *CQ, *QP or *SRQ for one created
+// without an Owner, directly through this package) when the object is
+// still open under the Context with a user handle no other object of its
+// kind shares (the handles the Context picks itself are unique); nil
+// otherwise. Compare it with the object, or switch on its type:
+//
+//	if ev.Object == q { ... } // q is a *qp.QP
 type AsyncEvent struct {
 	Type    AsyncEventType
 	Element uint64
-	CQ      *CQ   // for KindCQ events, or nil
-	QP      *QP   // for KindQP events, or nil
-	SRQ     *SRQ  // for KindSRQ events, or nil
+	Object  any   // for KindCQ, KindQP and KindSRQ events: the object, or nil
 	Port    uint8 // for KindPort and KindDevice events
 }
 
 // String describes the event and what it refers to.
 func (e AsyncEvent) String() string {
 	switch e.Type.Kind() {
-	case KindCQ:
-		if e.CQ != nil {
-			return fmt.Sprintf("%v on CQ handle %d", e.Type, e.CQ.Handle())
+	case KindCQ, KindQP, KindSRQ:
+		if n, ok := e.Object.(interface{ Num() uint32 }); ok {
+			return fmt.Sprintf("%v on %v %#x", e.Type, e.Type.Kind(), n.Num())
 		}
-	case KindQP:
-		if e.QP != nil {
-			return fmt.Sprintf("%v on QP %#x", e.Type, e.QP.Num())
-		}
-	case KindSRQ:
-		if e.SRQ != nil {
-			return fmt.Sprintf("%v on SRQ handle %d", e.Type, e.SRQ.Handle())
+		if e.Object != nil {
+			return fmt.Sprintf("%v on %v (element %#x)", e.Type, e.Type.Kind(), e.Element)
 		}
 	case KindPort, KindDevice:
 		return fmt.Sprintf("%v on port %d", e.Type, e.Port)
@@ -257,12 +274,27 @@ func (e *eventObjects) resolve(t AsyncEventType, element uint64) AsyncEvent {
 	e.mu.Lock()
 	switch t.Kind() {
 	case KindCQ:
-		ev.CQ = e.cqs[element]
+		if o := e.cqs[element]; o != nil {
+			ev.Object = eventObject(o.owner, o)
+		}
 	case KindQP:
-		ev.QP = e.qps[element]
+		if o := e.qps[element]; o != nil {
+			ev.Object = eventObject(o.init.Owner, o)
+		}
 	case KindSRQ:
-		ev.SRQ = e.srqs[element]
+		if o := e.srqs[element]; o != nil {
+			ev.Object = eventObject(o.owner, o)
+		}
 	}
 	e.mu.Unlock()
 	return ev
+}
+
+// eventObject is what an event reports for an object: its owner, or the
+// object itself when it has none.
+func eventObject(owner, self any) any {
+	if owner != nil {
+		return owner
+	}
+	return self
 }

@@ -18,13 +18,15 @@ func writeAsync(t *testing.T, w int, typ AsyncEventType, element uint64) {
 	}
 }
 
-// Events name their object: the CQ, QP or SRQ registered under the user
-// handle, nothing for a handle two objects share or one no object has, and
-// the port for port events.
+// Events name their object: the owner of the CQ, QP or SRQ registered under
+// the user handle (the object itself if it has none), nothing for a handle
+// two objects share or one no object has, and the port for port events.
 func TestAsyncEventResolvesObjects(t *testing.T) {
 	r, w := nonblockingPipe(t)
 	c := &Context{asyncFD: &fileDesc{raw: r}}
-	cq, qp, srq := &CQ{}, &QP{}, &SRQ{}
+	type userQP struct{ int } // what package qp would wrap the QP in
+	owner := &userQP{}
+	cq, qp, srq := &CQ{}, &QP{init: QPInitAttr{Owner: owner}}, &SRQ{}
 	hq := c.events.handle(0)
 	if hq&autoHandle == 0 || c.events.handle(0) == hq || c.events.handle(7) != 7 {
 		t.Fatalf("handle: picked %#x; a given handle must be kept", hq)
@@ -39,10 +41,10 @@ func TestAsyncEventResolvesObjects(t *testing.T) {
 		element uint64
 		want    AsyncEvent
 	}{
-		{EventCQErr, 5, AsyncEvent{Type: EventCQErr, Element: 5, CQ: cq}},
-		{EventSQDrained, hq, AsyncEvent{Type: EventSQDrained, Element: hq, QP: qp}},
-		{EventQPLastWQEReached, hq, AsyncEvent{Type: EventQPLastWQEReached, Element: hq, QP: qp}},
-		{EventSRQLimitReached, 5, AsyncEvent{Type: EventSRQLimitReached, Element: 5, SRQ: srq}},
+		{EventCQErr, 5, AsyncEvent{Type: EventCQErr, Element: 5, Object: cq}},
+		{EventSQDrained, hq, AsyncEvent{Type: EventSQDrained, Element: hq, Object: owner}},
+		{EventQPLastWQEReached, hq, AsyncEvent{Type: EventQPLastWQEReached, Element: hq, Object: owner}},
+		{EventSRQLimitReached, 5, AsyncEvent{Type: EventSRQLimitReached, Element: 5, Object: srq}},
 		{EventSQDrained, 9, AsyncEvent{Type: EventSQDrained, Element: 9}},
 		{EventCQErr, 6, AsyncEvent{Type: EventCQErr, Element: 6}},
 		{EventPortErr, 1, AsyncEvent{Type: EventPortErr, Element: 1, Port: 1}},
@@ -57,14 +59,14 @@ func TestAsyncEventResolvesObjects(t *testing.T) {
 	c.events.removeCQ(5, cq)
 	c.events.removeQP(9, &QP{}) // not the registered one: stays unresolvable
 	writeAsync(t, w, EventCQErr, 5)
-	if ev, _ := c.ReadAsyncEvent(); ev.CQ != nil {
-		t.Errorf("event for a removed CQ resolved to %p", ev.CQ)
+	if ev, _ := c.ReadAsyncEvent(); ev.Object != nil {
+		t.Errorf("event for a removed CQ resolved to %v", ev.Object)
 	}
 	for range 101 { // AllocsPerRun's warm-up run and 100 more
 		writeAsync(t, w, EventSQDrained, hq)
 	}
 	if n := testing.AllocsPerRun(100, func() {
-		if ev, err := c.ReadAsyncEvent(); err != nil || ev.QP != qp {
+		if ev, err := c.ReadAsyncEvent(); err != nil || ev.Object != owner {
 			t.Fatalf("%+v, %v", ev, err)
 		}
 	}); n != 0 {

@@ -15,6 +15,11 @@ type CQAttr struct {
 	Channel    *CompChannel // completion channel for events, or nil
 	Vector     int          // completion vector, < Context.NumCompVectors
 	UserHandle uint64       // returned by CompChannel.ReadEvent and async events for this CQ; 0: the Context picks one
+	// Owner is what the Context's async events about the object report as
+	// AsyncEvent.Object: the application-level object that wraps it
+	// (package cq's *CQ, package qp's *QP or *SRQ). nil reports this
+	// package's object itself.
+	Owner any
 }
 
 // CQ is the kernel side of a completion queue. Polling it is the provider's
@@ -25,6 +30,7 @@ type CQ struct {
 	cqe        atomic.Int64 // changed by Resize
 	userHandle uint64
 	channel    *CompChannel
+	owner      any // reported by async events; nil: the CQ itself
 	kid        *child
 	close      once
 }
@@ -47,7 +53,7 @@ func (c *Context) CreateCQ(attr CQAttr, driverOut []byte) (*CQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	cq := &CQ{ctx: c, handle: r.CQHandle, userHandle: attr.UserHandle, channel: attr.Channel}
+	cq := &CQ{ctx: c, handle: r.CQHandle, userHandle: attr.UserHandle, channel: attr.Channel, owner: attr.Owner}
 	cq.cqe.Store(int64(r.CQE))
 	cq.kid = c.kids.add(levelCQMR, cq.Close)
 	c.events.addCQ(cq.userHandle, cq)

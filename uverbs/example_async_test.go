@@ -6,12 +6,14 @@ import (
 	"log"
 	"time"
 
+	"github.com/pureverbs/pureverbs/cq"
+	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
 // Waiting for the device's asynchronous events (port state changes, CQ
 // overruns, SRQ limits, drained send queues), each resolved to the object
-// it concerns.
+// it concerns: the *cq.CQ, *qp.QP or *qp.SRQ the program holds.
 func ExampleContext_WaitAsyncEvent() {
 	dev, err := uverbs.DeviceByName("rxe0")
 	if err != nil {
@@ -29,11 +31,17 @@ func ExampleContext_WaitAsyncEvent() {
 		if err != nil {
 			return // the minute is over (or the Context was closed)
 		}
-		switch {
-		case ev.Type == uverbs.EventPortErr:
+		if ev.Type == uverbs.EventPortErr {
 			fmt.Printf("port %d went down\n", ev.Port)
-		case ev.SRQ != nil:
-			fmt.Printf("%v on an SRQ: post more receives\n", ev.Type)
+			continue
+		}
+		switch o := ev.Object.(type) { // the object the application created
+		case *qp.SRQ:
+			fmt.Printf("%v on SRQ %d: post more receives\n", ev.Type, o.Num())
+		case *qp.QP:
+			fmt.Printf("%v on QP %#x\n", ev.Type, o.Num())
+		case *cq.CQ:
+			fmt.Printf("%v on a CQ\n", ev.Type)
 		default:
 			fmt.Println(ev)
 		}

@@ -19,6 +19,11 @@ type QPInitAttr struct {
 	// requests from; the QP then has no receive queue of its own and the
 	// receive caps are ignored.
 	SRQ *SRQ
+	// Owner is what the Context's async events about the object report as
+	// AsyncEvent.Object: the application-level object that wraps it
+	// (package cq's *CQ, package qp's *QP or *SRQ). nil reports this
+	// package's object itself.
+	Owner any
 }
 
 // QP is the kernel side of a queue pair. Posting work is the provider's

@@ -35,6 +35,11 @@ type SRQInitAttr struct {
 	// UserHandle is reported with the SRQ's async events; 0 lets the
 	// Context choose one of its own, unique among its SRQs.
 	UserHandle uint64
+	// Owner is what the Context's async events about the object report as
+	// AsyncEvent.Object: the application-level object that wraps it
+	// (package cq's *CQ, package qp's *QP or *SRQ). nil reports this
+	// package's object itself.
+	Owner any
 }
 
 // SRQ is the kernel side of a shared receive queue: one receive queue
@@ -46,6 +51,7 @@ type SRQ struct {
 	num        uint32
 	attr       SRQAttr // as granted
 	userHandle uint64
+	owner      any // reported by async events; nil: the SRQ itself
 	kid        *child
 	close      once
 }
@@ -73,6 +79,7 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr, driverOut []byte) (*SRQ, error) {
 		num:        r.SRQN,
 		attr:       SRQAttr{MaxWR: r.MaxWR, MaxSGE: r.MaxSGE, Limit: attr.Attr.Limit},
 		userHandle: uh,
+		owner:      attr.Owner,
 	}
 	s.kid = c.kids.add(levelSRQ, s.Close)
 	c.events.addSRQ(uh, s)

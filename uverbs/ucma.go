@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -39,6 +40,7 @@ type CMChannel struct {
 	// waitMu serialises WaitEvent: the read deadline that carries a
 	// context's cancellation belongs to one waiter at a time.
 	waitMu sync.Mutex
+	closed atomic.Bool
 }
 
 // OpenCMChannel opens a new event channel. It fails with an error wrapping
@@ -67,16 +69,17 @@ func OpenCMChannel() (*CMChannel, error) {
 // (rejecting connection requests not yet accepted) and drops their
 // events. Idempotent.
 func (ch *CMChannel) Close() error {
+	ch.closed.Store(true)
 	if err := ch.f.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
 		return fmt.Errorf("uverbs: close rdma_cm channel: %w", err)
 	}
 	return nil
 }
 
-// closedErr wraps an error of the runtime's poller (os.ErrClosed once the
-// channel is closed) for verb.
-func closedErr(verb string, err error) error {
-	if errors.Is(err, os.ErrClosed) {
+// pollErr wraps an error of the runtime's poller for verb: ErrClosed once
+// the channel is closed (the poller says "use of closed file").
+func (ch *CMChannel) pollErr(verb string, err error) error {
+	if ch.closed.Load() || errors.Is(err, os.ErrClosed) {
 		return fmt.Errorf("uverbs: %s: %w", verb, ErrClosed)
 	}
 	return fmt.Errorf("uverbs: %s: %w", verb, err)
@@ -99,7 +102,7 @@ func ucmaWrite[T any](ch *CMChannel, verb string, op uint32, cmd *T, out uintptr
 		errno = fullIO(int(fd), unsafe.Pointer(&f), unsafe.Sizeof(f), false)
 	})
 	if err != nil {
-		return closedErr(verb, err)
+		return ch.pollErr(verb, err)
 	}
 	if errno != 0 {
 		return cmdError(verb, errno)
@@ -534,7 +537,7 @@ func (ch *CMChannel) MigrateID(id uint32, from *CMChannel) (uint32, error) {
 		werr = ucmaWrite(ch, "rdma_migrate_id", ucmaCmdMigrateID, &cmd, unsafe.Sizeof(resp))
 	})
 	if err != nil {
-		return 0, closedErr("rdma_migrate_id", err)
+		return 0, from.pollErr("rdma_migrate_id", err)
 	}
 	if werr != nil {
 		return 0, werr

@@ -175,7 +175,7 @@ func (ch *CMChannel) WaitEvent(ctx context.Context) (CMEvent, error) {
 		}
 		return CMEvent{}, fmt.Errorf("uverbs: rdma_get_cm_event: %w", err)
 	case err != nil:
-		return CMEvent{}, closedErr("rdma_get_cm_event", err)
+		return CMEvent{}, ch.pollErr("rdma_get_cm_event", err)
 	case errno != 0:
 		return CMEvent{}, cmdError("rdma_get_cm_event", errno)
 	}

@@ -75,7 +75,7 @@ func (x *end) close() {
 // record two programs would exchange out of band (qp.Peer's MarshalText).
 func (x *end) connect(peer *end) error {
 	return x.qp.Connect(qp.Peer{QPN: peer.qp.Num(), PSN: psn(peer.qp), GID: peer.gid.GID},
-		qp.ConnectOptions{SGIDIndex: uint8(x.gid.Index), PathMTU: x.port.ActiveMTU, SendPSN: psn(x.qp)})
+		qp.ConnectOptions{SGID: x.gid, PathMTU: x.port.ActiveMTU, SendPSN: psn(x.qp)})
 }
 
 func psn(q *qp.QP) uint32 { return q.Num() * 0x9e37 & 0xffffff }

@@ -10,11 +10,23 @@
 //
 // Every call makes its own veth pair, addresses and rxe links, under names
 // and in a subnet no other call (in this or another process) uses, and
-// removes them with t.Cleanup. Set RXETEST_REQUIRE=1 (rxevm sets it in the
-// VM) to make a missing prerequisite fail the test instead of skipping it.
+// removes them with t.Cleanup. Each endpoint's GIDIndex is the index of the
+// RoCE v2 GID of its address, found in the table (a fresh link fills it in
+// no fixed order: do not assume 1). Set RXETEST_REQUIRE=1 (rxevm sets it in
+// the VM) to make a missing prerequisite fail the test instead of skipping
+// it.
+//
+// The kernel will not delete an rxe link while a uverbs file of it is open
+// or mapped, and would wait without end. So the clean-up looks first: a
+// Context (or QP, CQ, SRQ mapping) the test left open fails the test with a
+// message naming the process and its fds and mappings, and the link and
+// veth pair are left in place rather than the test binary hanging. Close
+// everything on the pair before the test ends (defer, or a t.Cleanup
+// registered after Veth: clean-ups run last-registered first).
 package rxetest
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -23,6 +35,7 @@ import (
 	"testing"
 
 	"github.com/pureverbs/pureverbs/integration/topology"
+	"github.com/pureverbs/pureverbs/rxe/rxelink"
 	"github.com/vishvananda/netlink"
 )
 
@@ -40,7 +53,8 @@ type Pair struct {
 
 // Veth makes a veth pair with an rxe link on each end, accept_local set on
 // both, addresses in a subnet of its own, and waits until both rxe devices
-// have published the IPv4-mapped RoCE v2 GID of their address. It skips the
+// have published the IPv4-mapped RoCE v2 GID of their address (its index is
+// the endpoint's GIDIndex). It skips the
 // test (or fails it, under RXETEST_REQUIRE=1) when the machine cannot.
 func Veth(t testing.TB) *Pair {
 	t.Helper()
@@ -78,7 +92,11 @@ func build(t testing.TB, loopback bool) *Pair {
 		fatal(t, err)
 	}
 	t.Cleanup(func() {
-		if err := topology.TeardownPair(tp); err != nil {
+		err := topology.TeardownPair(tp)
+		switch {
+		case errors.Is(err, rxelink.ErrHeld):
+			t.Errorf("rxetest: the test left a uverbs Context (or an object's mapping) open: %v", err)
+		case err != nil:
 			t.Errorf("rxetest: remove %s/%s: %v", tp.Netdevs[0], tp.Netdevs[1], err)
 		}
 	})
@@ -138,7 +156,7 @@ func usedSubnets() map[string]bool {
 var (
 	goos      = runtime.GOOS
 	euid      = os.Geteuid
-	rxeLoaded = func() bool { _, err := os.Stat("/sys/module/rdma_rxe"); return err == nil }
+	rxeLoaded = func() bool { return rxelink.Loaded("rdma_rxe") }
 )
 
 // missing names what the machine lacks to build a topology, or "".

@@ -4,15 +4,17 @@
 package topology
 
 import (
-	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/pureverbs/pureverbs/rxe/rxelink"
 	"github.com/vishvananda/netlink"
 )
 
@@ -21,6 +23,10 @@ type Endpoint struct {
 	RDMA   string    // rxe device, e.g. "rxe0"
 	Netdev string    // e.g. "veth0"
 	Addr   net.IPNet // the netdev's IPv4 address
+	// GIDIndex is the index of the RoCE v2 GID of Addr, found once the link
+	// published it (set by Setup and SetupPair). A fresh link fills its GID
+	// table in no fixed order: on 6.12 the IPv4 entry is not always 1.
+	GIDIndex int
 }
 
 // Kind names a layout; see Endpoints.
@@ -40,6 +46,9 @@ const (
 	// by a QEMU socket netdev.
 	TwoVMA Kind = "twovm-a"
 	TwoVMB Kind = "twovm-b"
+	// None builds nothing but lo: the machine as a host that has not set
+	// up Soft-RoCE yet.
+	None Kind = "none"
 )
 
 // Peer returns the address of the other host in a two-VM layout.
@@ -62,6 +71,8 @@ func Endpoints(k Kind) ([]Endpoint, error) {
 		return []Endpoint{e0, e1}, nil
 	case Loopback:
 		return []Endpoint{e0}, nil
+	case None:
+		return nil, nil
 	case TwoVMA, TwoVMB:
 		nic, err := firstNIC()
 		if err != nil {
@@ -119,12 +130,16 @@ func defaultPair(k Kind) Pair {
 }
 
 // Setup creates the veth pair, its addresses and the layout's rxe links, then
-// waits until every rxe device has published the IPv4-mapped GID of its
-// netdev's address (GID index 1), since a QP cannot reach RTR before that.
+// waits until every rxe device has published the RoCE v2 GID of its
+// netdev's address (a QP cannot reach RTR before that) and records its index
+// in the endpoint.
 func Setup(k Kind) ([]Endpoint, error) {
 	eps, err := Endpoints(k)
 	if err != nil {
 		return nil, err
+	}
+	if k == None {
+		return nil, loUp()
 	}
 	if k != TwoVMA && k != TwoVMB {
 		return SetupPair(defaultPair(k))
@@ -161,9 +176,16 @@ func SetupPair(p Pair) ([]Endpoint, error) {
 	return eps, addRxe(eps)
 }
 
-// TeardownPair removes p's rxe links and its veth pair.
+// TeardownPair removes p's rxe links and its veth pair, each link within
+// DeleteTimeout. A link something still holds open (a uverbs Context not
+// closed) is left in place, and so is the veth pair under it (the kernel
+// would wait for the rxe device to let go of it); the error names the
+// holders (rxelink.HeldError).
 func TeardownPair(p Pair) error {
 	errs := delRxe(p.Endpoints())
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
 	if l, err := netlink.LinkByName(p.Netdevs[0]); err == nil {
 		if err := netlink.LinkDel(l); err != nil {
 			errs = append(errs, fmt.Errorf("topology: delete %s: %w", p.Netdevs[0], err))
@@ -181,30 +203,30 @@ func loUp() error {
 	return nil
 }
 
-// addRxe adds an rxe link on each endpoint's netdev and waits for the GIDs.
+// GIDTimeout bounds the wait for a new link's RoCE v2 GID.
+const GIDTimeout = 15 * time.Second
+
+// DeleteTimeout bounds the removal of one rxe link: the wait for its
+// holders to close and the kernel's answer.
+const DeleteTimeout = 10 * time.Second
+
+// addRxe adds an rxe link on each endpoint's netdev, waits for the RoCE v2
+// GID of its address and records the GID's index.
 func addRxe(eps []Endpoint) error {
 	for _, e := range eps {
-		if err := netlink.RdmaLinkAdd(e.RDMA, "rxe", e.Netdev); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("topology: rdma link add %s type rxe netdev %s: %w", e.RDMA, e.Netdev, err)
+		if err := rxelink.Add(e.RDMA, e.Netdev); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("topology: %w", err)
 		}
 	}
-	for _, e := range eps {
-		err := waitGID(e, 15*time.Second)
-		// Seen once under load: an IPv6 GID took index 1 before the
-		// IPv4-mapped one (the GID table fills from asynchronous netdev
-		// events). Every test relies on index 1, so make the link again.
-		for try := 0; err != nil && try < 2; try++ {
-			if derr := netlink.RdmaLinkDel(e.RDMA); derr != nil {
-				return errors.Join(err, derr)
-			}
-			if aerr := netlink.RdmaLinkAdd(e.RDMA, "rxe", e.Netdev); aerr != nil {
-				return errors.Join(err, aerr)
-			}
-			err = waitGID(e, 15*time.Second)
-		}
+	for i, e := range eps {
+		ip, _ := netip.AddrFromSlice(e.Addr.IP.To4())
+		ctx, cancel := context.WithTimeout(context.Background(), GIDTimeout)
+		g, err := rxelink.WaitGID(ctx, e.RDMA, ip)
+		cancel()
 		if err != nil {
-			return err
+			return fmt.Errorf("topology: %w", err)
 		}
+		eps[i].GIDIndex = g.Index
 	}
 	return nil
 }
@@ -212,11 +234,14 @@ func addRxe(eps []Endpoint) error {
 func delRxe(eps []Endpoint) []error {
 	var errs []error
 	for _, e := range eps {
-		if l, err := netlink.RdmaLinkByName(e.RDMA); err == nil {
-			if err := netlink.RdmaLinkDel(l.Attrs.Name); err != nil {
-				errs = append(errs, fmt.Errorf("topology: rdma link delete %s: %w", e.RDMA, err))
-			}
+		if !rxelink.Exists(e.RDMA) {
+			continue
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), DeleteTimeout)
+		if err := rxelink.Delete(ctx, e.RDMA); err != nil {
+			errs = append(errs, fmt.Errorf("topology: %w", err))
+		}
+		cancel()
 	}
 	return errs
 }
@@ -281,24 +306,6 @@ func MappedGID(ip net.IP) string {
 	return b.String()
 }
 
-func waitGID(e Endpoint, limit time.Duration) error {
-	path := filepath.Join("/sys/class/infiniband", e.RDMA, "ports/1/gids/1")
-	want := MappedGID(e.Addr.IP)
-	deadline := time.Now().Add(limit)
-	var last []byte
-	for {
-		b, err := os.ReadFile(path)
-		last = bytes.TrimSpace(b)
-		if err == nil && string(last) == want {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("topology: %s GID 1 is %q after %v, want %s (err %v)", e.RDMA, last, limit, want, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // Teardown removes the rxe links and the veth pair Setup made.
 func Teardown(k Kind) error {
 	switch k {
@@ -310,6 +317,8 @@ func Teardown(k Kind) error {
 		return errors.Join(delRxe(eps)...)
 	case Veth, Loopback, "":
 		return TeardownPair(defaultPair(k))
+	case None:
+		return nil
 	}
 	_, err := Endpoints(k)
 	return err

@@ -8,8 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+
+	"github.com/pureverbs/pureverbs/rxe/rxelink"
 )
 
 // Image describes one initramfs: the guest /init, the plan, the kernel
@@ -22,6 +25,11 @@ type Image struct {
 	Peers   string            // unpacked rdma-core packages; "" leaves the C tools out
 	Files   map[string]string // guest path -> host file (test binaries, Go tools)
 	Modules []string          // module names to load, dependencies resolved from modules.dep
+	// Unloaded are names among Modules the guest is given (with what they
+	// need) but does not load unless another module needs them: for a test
+	// of loading them itself, through the modules.dep and modules.builtin
+	// every image carries.
+	Unloaded []string
 }
 
 // Build writes the initramfs (uncompressed cpio: QEMU hands it to the kernel
@@ -34,7 +42,7 @@ func (im *Image) Build(path string) error {
 	if err := a.File("/init", im.Init); err != nil {
 		return err
 	}
-	idx, err := LoadModuleIndex(im.Kernel.Modules)
+	idx, err := rxelink.ReadModuleIndex(im.Kernel.Modules)
 	if err != nil {
 		return err
 	}
@@ -42,14 +50,33 @@ func (im *Image) Build(path string) error {
 	if err != nil {
 		return err
 	}
+	var load []string
+	for _, m := range im.Modules {
+		if !slices.Contains(im.Unloaded, m) {
+			load = append(load, m)
+		}
+	}
+	loaded, err := idx.Resolve(load...)
+	if err != nil {
+		return err
+	}
 	version := filepath.Base(im.Kernel.Modules)
+	for _, index := range []string{"modules.dep", "modules.builtin"} {
+		if _, err := os.Stat(filepath.Join(im.Kernel.Modules, index)); err == nil {
+			if err := a.File(filepath.Join("/lib/modules", version, index), filepath.Join(im.Kernel.Modules, index)); err != nil {
+				return err
+			}
+		}
+	}
 	im.Plan.Modules = im.Plan.Modules[:0]
 	for _, r := range rel {
 		guest := filepath.Join("/lib/modules", version, r)
 		if err := a.File(guest, filepath.Join(im.Kernel.Modules, r)); err != nil {
 			return err
 		}
-		im.Plan.Modules = append(im.Plan.Modules, guest)
+		if slices.Contains(loaded, r) {
+			im.Plan.Modules = append(im.Plan.Modules, guest)
+		}
 	}
 	if im.Peers != "" {
 		arch := im.Arch

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pureverbs/pureverbs/rxe/rxelink"
 )
 
 func writeDep(t *testing.T, body string) string {
@@ -34,7 +35,7 @@ kernel/net/sched/sch_netem.ko:
 `
 
 func TestResolveOrdersDependenciesFirst(t *testing.T) {
-	idx, err := LoadModuleIndex(writeDep(t, debian61Dep))
+	idx, err := rxelink.ReadModuleIndex(writeDep(t, debian61Dep))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestResolveOrdersDependenciesFirst(t *testing.T) {
 }
 
 func TestResolveCompressedAndDashedNames(t *testing.T) {
-	idx, err := LoadModuleIndex(writeDep(t, "kernel/a/ib-core.ko.xz:\nkernel/b/rdma_rxe.ko.xz: kernel/a/ib-core.ko.xz\n"))
+	idx, err := rxelink.ReadModuleIndex(writeDep(t, "kernel/a/ib-core.ko.xz:\nkernel/b/rdma_rxe.ko.xz: kernel/a/ib-core.ko.xz\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestResolveCompressedAndDashedNames(t *testing.T) {
 }
 
 func TestResolveMissingModule(t *testing.T) {
-	idx, err := LoadModuleIndex(writeDep(t, "kernel/b/rdma_rxe.ko: kernel/a/ib_core.ko\n"))
+	idx, err := rxelink.ReadModuleIndex(writeDep(t, "kernel/b/rdma_rxe.ko: kernel/a/ib_core.ko\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,8 +90,8 @@ func TestResolveMissingModule(t *testing.T) {
 	}
 }
 
-func TestLoadModuleIndexWithoutDepmod(t *testing.T) {
-	if _, err := LoadModuleIndex(t.TempDir()); err == nil {
+func TestReadModuleIndexWithoutDepmod(t *testing.T) {
+	if _, err := rxelink.ReadModuleIndex(t.TempDir()); err == nil {
 		t.Fatal("a tree without modules.dep was accepted")
 	}
 }
@@ -100,7 +101,7 @@ func TestResolveSkipsBuiltinModules(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "modules.builtin"), []byte("kernel/d/virtio.ko\nkernel/d/virtio_pci.ko\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	idx, err := LoadModuleIndex(dir)
+	idx, err := rxelink.ReadModuleIndex(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,10 @@ const (
 	// RXEVM_PEER set to the other's address. The guests see "twovm-a" and
 	// "twovm-b".
 	TopologyTwoVM Topology = "twovm"
+	// TopologyNone builds nothing: no veth pair, no rxe link (with
+	// RXEVM_UNLOADED=rdma_rxe, a kernel as a minimal host finds it, with
+	// rdma_rxe on disk but not loaded).
+	TopologyNone Topology = "none"
 )
 
 // Command is one program the guest runs, with its output streamed to the

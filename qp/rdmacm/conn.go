@@ -39,7 +39,9 @@ type Conn struct {
 
 	local, remote netip.AddrPort
 	peer          uverbs.ConnParam // from the CONNECT_REQUEST or CONNECT_RESPONSE
-	ud            uverbs.UDParam   // a UD connection's remote QPN, Q_Key, path
+	ud            uverbs.UDParam   // a dialled UD connection's remote QPN, Q_Key, path
+	ah            *qp.AH           // towards ud's path
+	qkey          uint32           // a UD QP's own Q_Key
 
 	mu           sync.Mutex
 	connected    bool // a DREQ is due on Close
@@ -168,6 +170,9 @@ func (c *Conn) release() error {
 			errs = append(errs, err)
 		}
 	}
+	if c.ah != nil {
+		errs = append(errs, c.ah.Close())
+	}
 	if c.own {
 		if c.q != nil {
 			errs = append(errs, c.q.Close())
@@ -231,7 +236,7 @@ const modifyMask qp.AttrMask = 1<<21 - 1
 // (rdma_init_qp_attr, then ibv_modify_qp); adjust, if set, changes them
 // first.
 func toStateFromCM(ch *uverbs.CMChannel, id uint32, q *qp.QP, state qp.State, adjust func(*qp.Attr)) error {
-	attr, mask, err := ch.InitQPAttr(id, state)
+	attr, mask, err := initQPAttr(ch, id, state)
 	if err != nil {
 		return err
 	}
@@ -242,6 +247,25 @@ func toStateFromCM(ch *uverbs.CMChannel, id uint32, q *qp.QP, state qp.State, ad
 		return fmt.Errorf("rdmacm: QP to %v with the CM's attributes (mask %#x): %w", state, uint32(mask), err)
 	}
 	return nil
+}
+
+// initQPAttr is rdma_init_qp_attr in the qp package's terms.
+func initQPAttr(ch *uverbs.CMChannel, id uint32, state qp.State) (qp.Attr, qp.AttrMask, error) {
+	v, mask, err := ch.InitQPAttr(id, uverbs.QPState(state))
+	if err != nil {
+		return qp.Attr{}, 0, err
+	}
+	return qp.Attr{
+		State: qp.State(v.State), CurState: qp.State(v.CurState),
+		PathMTU: v.PathMTU, PathMigState: v.PathMigState,
+		QKey: v.QKey, RQPSN: v.RQPSN, SQPSN: v.SQPSN, DestQPNum: v.DestQPNum,
+		AccessFlags: v.AccessFlags, Cap: qp.Cap(v.Cap),
+		AH: v.AH, AltAH: v.AltAH, PKeyIndex: v.PKeyIndex, AltPKeyIndex: v.AltPKeyIndex,
+		EnSQDAsyncNotify: v.EnSQDAsyncNotify, SQDraining: v.SQDraining,
+		MaxRdAtomic: v.MaxRdAtomic, MaxDestRdAtomic: v.MaxDestRdAtomic, MinRNRTimer: v.MinRNRTimer,
+		PortNum: v.PortNum, Timeout: v.Timeout, RetryCnt: v.RetryCnt, RNRRetry: v.RNRRetry,
+		AltPortNum: v.AltPortNum, AltTimeout: v.AltTimeout,
+	}, qp.AttrMask(mask), nil
 }
 
 // connParam is this side's connect or accept parameters.

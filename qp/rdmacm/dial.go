@@ -69,7 +69,7 @@ func Dial(ctx context.Context, address string, o Options) (*Conn, error) {
 
 // dialID creates the id on a channel of its own, resolves dst and its
 // route and builds the QP (in RESET) on the device the route uses.
-func dialID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.PortSpace, typ qp.Type) (c *Conn, err error) {
+func dialID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.PortSpace, typ qp.Type) (_ *Conn, err error) {
 	addr := dst.String()
 	maxData := MaxPrivateDataREQ
 	if ps == uverbs.PortSpaceUDP {
@@ -85,14 +85,13 @@ func dialID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.PortS
 	if err != nil {
 		return nil, err
 	}
-	c = &Conn{ch: ch, uid: newUID(), udp: ps == uverbs.PortSpaceUDP}
+	c := &Conn{ch: ch, uid: newUID(), udp: ps == uverbs.PortSpaceUDP}
 	defer func() {
 		if err != nil {
 			c.release()
-			c = nil
 		}
 	}()
-	if c.id, err = ch.CreateID(c.uid, ps, typ); err != nil {
+	if c.id, err = ch.CreateID(c.uid, ps, uverbs.QPType(typ)); err != nil {
 		return nil, err
 	}
 	c.hasID = true
@@ -130,7 +129,7 @@ func dialID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.PortS
 // QP is in RESET.
 func (c *Conn) connectRC(ctx context.Context, o *Options) error {
 	addr := c.remote.String()
-	if err := toStateFromCM(c.ch, c.id, c.q, qp.Init, nil); err != nil {
+	if err := toStateFromCM(c.ch, c.id, c.q, qp.StateInit, nil); err != nil {
 		return err
 	}
 	if o.Setup != nil {
@@ -152,7 +151,7 @@ func (c *Conn) connectRC(ctx context.Context, o *Options) error {
 		c.connected = true
 		return nil
 	}
-	for _, s := range []qp.State{qp.Init, qp.RTR, qp.RTS} {
+	for _, s := range []qp.State{qp.StateInit, qp.StateRTR, qp.StateRTS} {
 		if err := toStateFromCM(c.ch, c.id, c.q, s, nil); err != nil {
 			c.q.ToError()
 			c.ch.Reject(c.id, 0, nil)

@@ -37,7 +37,7 @@ func Listen(ctx context.Context, address string, o Options) (*Listener, error) {
 	return listen(ctx, address, o, uverbs.PortSpaceTCP, qp.RC)
 }
 
-func listen(ctx context.Context, address string, o Options, ps uverbs.PortSpace, typ qp.Type) (l *Listener, err error) {
+func listen(ctx context.Context, address string, o Options, ps uverbs.PortSpace, typ qp.Type) (_ *Listener, err error) {
 	ap, err := parseAddr(ctx, address)
 	if err != nil {
 		return nil, err
@@ -49,14 +49,13 @@ func listen(ctx context.Context, address string, o Options, ps uverbs.PortSpace,
 	if err != nil {
 		return nil, err
 	}
-	l = &Listener{ch: ch, uid: newUID(), opts: o, udp: ps == uverbs.PortSpaceUDP, pending: map[*Request]struct{}{}}
+	l := &Listener{ch: ch, uid: newUID(), opts: o, udp: ps == uverbs.PortSpaceUDP, pending: map[*Request]struct{}{}}
 	defer func() {
 		if err != nil {
 			ch.Close() // destroys the id too
-			l = nil
 		}
 	}()
-	if l.id, err = ch.CreateID(l.uid, ps, typ); err != nil {
+	if l.id, err = ch.CreateID(l.uid, ps, uverbs.QPType(typ)); err != nil {
 		return nil, err
 	}
 	if err := ch.Bind(l.id, ap); err != nil {
@@ -114,8 +113,8 @@ func (l *Listener) Request(ctx context.Context) (*Request, error) {
 
 // take moves a request's new id to a channel of its own and learns where
 // it came from. On failure the request is rejected.
-func (l *Listener) take(ev *uverbs.CMEvent) (r *Request, err error) {
-	r = &Request{l: l, id: ev.ID, udp: l.udp}
+func (l *Listener) take(ev *uverbs.CMEvent) (_ *Request, err error) {
+	r := &Request{l: l, id: ev.ID, udp: l.udp}
 	if l.udp {
 		u := ev.UDParam()
 		r.param = uverbs.ConnParam{QPNum: u.QPNum, QKey: u.QKey, PrivateData: u.PrivateData}
@@ -291,7 +290,7 @@ func (r *Request) AcceptQP(ctx context.Context, q *qp.QP, o Options) (*Conn, err
 	return r.accept(ctx, &o, q)
 }
 
-func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (c *Conn, err error) {
+func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (_ *Conn, err error) {
 	addr := r.remote.String()
 	if len(o.PrivateData) > MaxPrivateDataREP {
 		r.reject(nil, true)
@@ -301,7 +300,11 @@ func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (c *Conn, er
 		return nil, ErrClosed
 	}
 	r.l.forget(r)
-	c = &Conn{ch: r.ch, id: r.id, hasID: true, uid: newUID(), udp: r.udp, dev: r.dev, local: r.local, remote: r.remote, peer: r.param}
+	c := &Conn{ch: r.ch, id: r.id, hasID: true, uid: newUID(), udp: r.udp, dev: r.dev, local: r.local, remote: r.remote, peer: r.param}
+	typ := qp.RC
+	if r.udp {
+		typ = qp.UD
+	}
 	defer func() {
 		if err != nil {
 			if c.q != nil && !c.udp {
@@ -309,7 +312,6 @@ func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (c *Conn, er
 			}
 			c.ch.Reject(c.id, 0, nil)
 			c.release()
-			c = nil
 		}
 	}()
 	if err := ctx.Err(); err != nil {
@@ -317,14 +319,17 @@ func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (c *Conn, er
 	}
 	if q != nil {
 		c.q = q
-	} else if err := c.build(o, map[bool]qp.Type{false: qp.RC, true: qp.UD}[r.udp]); err != nil {
+	} else if err := c.build(o, typ); err != nil {
 		return nil, err
 	}
 	if r.udp {
-		return c, c.acceptUD(ctx, o)
+		if err := c.acceptUD(o); err != nil {
+			return nil, err
+		}
+		return c, nil
 	}
-	if c.q.State() == qp.Reset {
-		if err := toStateFromCM(c.ch, c.id, c.q, qp.Init, nil); err != nil {
+	if c.q.State() == qp.StateReset {
+		if err := toStateFromCM(c.ch, c.id, c.q, qp.StateInit, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -334,13 +339,13 @@ func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (c *Conn, er
 		}
 	}
 	resp, init := r.depths(o)
-	if err := toStateFromCM(c.ch, c.id, c.q, qp.Init, nil); err != nil {
+	if err := toStateFromCM(c.ch, c.id, c.q, qp.StateInit, nil); err != nil {
 		return nil, err
 	}
-	if err := toStateFromCM(c.ch, c.id, c.q, qp.RTR, func(a *qp.Attr) { a.MaxDestRdAtomic = resp }); err != nil {
+	if err := toStateFromCM(c.ch, c.id, c.q, qp.StateRTR, func(a *qp.Attr) { a.MaxDestRdAtomic = resp }); err != nil {
 		return nil, err
 	}
-	if err := toStateFromCM(c.ch, c.id, c.q, qp.RTS, func(a *qp.Attr) { a.MaxRdAtomic = init }); err != nil {
+	if err := toStateFromCM(c.ch, c.id, c.q, qp.StateRTS, func(a *qp.Attr) { a.MaxRdAtomic = init }); err != nil {
 		return nil, err
 	}
 	p := c.connParam(o, resp, init)

@@ -25,6 +25,7 @@ import (
 	"github.com/pureverbs/pureverbs/rxe"
 	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"github.com/pureverbs/pureverbs/rxe/internal/sim"
+	"github.com/pureverbs/pureverbs/uverbs"
 )
 
 // Device is a simulated rxe device. Its methods may be called from several
@@ -114,9 +115,9 @@ func (c *CQ) room() int { return c.ring.Room(c.prod, c.ring.Consumer()) }
 
 // QPConfig sizes a simulated queue pair.
 type QPConfig struct {
-	// Limits are the caps the simulated kernel grants; the rings get at
+	// Cap is the caps the simulated kernel grants; the rings get at
 	// least MaxSendWR and MaxRecvWR slots (at least one each).
-	Limits rxe.QPLimits
+	Cap    uverbs.QPCap
 	SigAll bool
 	// Sink makes the doorbell take every posted send without executing or
 	// completing it, so that a benchmark times the post path alone.
@@ -142,14 +143,14 @@ type QP struct {
 // NewQP creates a queue pair whose send slots hold cfg.Limits (at least one
 // SGE), like rxe_qp_init_req sizes them.
 func (d *Device) NewQP(sendCQ, recvCQ *CQ, cfg QPConfig) (*QP, error) {
-	lim := cfg.Limits
-	sendRoom := max(lim.MaxSendSGE*int(unsafe.Sizeof(rxe.SGE{})), lim.MaxInline, 16)
-	recvRoom := max(lim.MaxRecvSGE, 1) * int(unsafe.Sizeof(rxe.SGE{}))
-	sq, err := ring.Alloc(sendWQEHeader+sendRoom, max(lim.MaxSendWR, 1))
+	lim := cfg.Cap
+	sendRoom := max(int(lim.MaxSendSGE)*int(unsafe.Sizeof(rxe.SGE{})), int(lim.MaxInlineData), 16)
+	recvRoom := max(int(lim.MaxRecvSGE), 1) * int(unsafe.Sizeof(rxe.SGE{}))
+	sq, err := ring.Alloc(sendWQEHeader+sendRoom, max(int(lim.MaxSendWR), 1))
 	if err != nil {
 		return nil, err
 	}
-	rq, err := ring.Alloc(recvWQEHeader+recvRoom, max(lim.MaxRecvWR, 1))
+	rq, err := ring.Alloc(recvWQEHeader+recvRoom, max(int(lim.MaxRecvWR), 1))
 	if err != nil {
 		return nil, err
 	}

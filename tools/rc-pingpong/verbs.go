@@ -54,7 +54,7 @@ func (e *endpoint) connect(remote pp.Dest, myPSN uint32) error {
 	if err := e.QP.Modify(&rtr, mask|qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer); err != nil {
 		return fmt.Errorf("Failed to modify QP to RTR: %w", err)
 	}
-	rts := qp.Attr{State: qp.RTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: myPSN, MaxRdAtomic: 1}
+	rts := qp.Attr{State: qp.StateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: myPSN, MaxRdAtomic: 1}
 	if err := e.QP.Modify(&rts, qp.AttrState|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|
 		qp.AttrSQPSN|qp.AttrMaxQPRdAtomic); err != nil {
 		return fmt.Errorf("Failed to modify QP to RTS: %w", err)

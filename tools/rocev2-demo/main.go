@@ -1,15 +1,20 @@
-// Command rocev2-demo is what `make demo` runs inside the VM: it starts
-// rocev2-server on rxe0 (10.99.0.1), waits until it listens, streams from
-// rocev2-send on rxe1 across the veth pair for a few seconds, and prints
-// the receive rate and the server's "N lost, M corrupt". It exits non-zero
-// unless every frame arrived intact.
+// Command rocev2-demo is what `make demo` runs inside the VM: it makes a veth
+// pair of its own (vdemo0 10.96.0.1, vdemo1 10.96.0.2) and puts an rxe link
+// on each end with rxe-link (the minimal host's tool: no iproute2 needed),
+// which prints each link's RoCE v2 GID index; it starts rocev2-server on
+// rxd0 with that index, waits until it listens, streams from rocev2-send on
+// rxd1 across the pair for a few seconds, and prints the receive rate and
+// the server's "N lost, M corrupt". It exits non-zero unless every frame
+// arrived intact. rxe-link deletes the links at the end.
 package main
 
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pureverbs/pureverbs/integration/topology"
 	"github.com/pureverbs/pureverbs/integration/vm"
 )
 
@@ -24,15 +30,66 @@ func main() {
 	dur := flag.Duration("t", 3*time.Second, "how long the sender streams")
 	size := flag.String("s", "64-9000", "payload size or MIN-MAX range (rocev2-send -s)")
 	channels := flag.Int("c", 4, "channels")
-	serverDev := flag.String("server-dev", "rxe0", "server's device")
-	senderDev := flag.String("sender-dev", "rxe1", "sender's device")
-	addr := flag.String("addr", "10.99.0.1", "server's address")
 	port := flag.Int("p", 18515, "side-channel port")
 	flag.Parse()
-	if err := run(*dur, *size, *channels, *serverDev, *senderDev, *addr, *port); err != nil {
+	if err := demo(*dur, *size, *channels, *port); err != nil {
 		fmt.Fprintln(os.Stderr, "rocev2-demo:", err)
 		os.Exit(1)
 	}
+}
+
+// The demo's own pair: rxe-link puts serverDev on the first netdev and
+// senderDev on the second.
+const (
+	serverDev, senderDev = "rxd0", "rxd1"
+	serverAddr           = "10.96.0.1"
+)
+
+var demoPair = topology.Pair{
+	Netdevs: [2]string{"vdemo0", "vdemo1"},
+	Addrs: [2]net.IPNet{
+		{IP: net.IPv4(10, 96, 0, 1), Mask: net.CIDRMask(24, 32)},
+		{IP: net.IPv4(10, 96, 0, 2), Mask: net.CIDRMask(24, 32)},
+	},
+}
+
+// demo builds the pair, adds the links with rxe-link, runs the stream and
+// removes everything again.
+func demo(dur time.Duration, size string, channels, port int) (err error) {
+	if _, err := topology.SetupPair(demoPair); err != nil { // no RDMA fields: the veth pair and addresses only
+		return err
+	}
+	defer func() { err = errors.Join(err, topology.TeardownPair(demoPair)) }()
+	var gids [2]string
+	for i, dev := range []string{serverDev, senderDev} {
+		out, aerr := exec.Command(tool("rxe-link"), "add", dev, demoPair.Netdevs[i]).CombinedOutput()
+		if aerr != nil {
+			return fmt.Errorf("rxe-link add %s %s: %v\n%s", dev, demoPair.Netdevs[i], aerr, out)
+		}
+		defer func() {
+			if out, derr := exec.Command(tool("rxe-link"), "delete", dev).CombinedOutput(); derr != nil {
+				err = errors.Join(err, fmt.Errorf("rxe-link delete %s: %v\n%s", dev, derr, out))
+			}
+		}()
+		fmt.Print(indent("rxe-link add "+dev+" "+demoPair.Netdevs[i], string(out)))
+		var gerr error
+		if gids[i], gerr = gidIndex(string(out), dev, demoPair.Addrs[i].IP); gerr != nil {
+			return gerr
+		}
+	}
+	return run(dur, size, channels, gids, port)
+}
+
+// gidIndex picks the index of ip's GID from rxe-link's "NAME INDEX GID
+// NETDEV" lines.
+func gidIndex(out, dev string, ip net.IP) (string, error) {
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 4 && f[0] == dev && net.ParseIP(f[2]).Equal(ip) {
+			return f[1], nil
+		}
+	}
+	return "", fmt.Errorf("rxe-link printed no RoCE v2 GID of %v for %s:\n%s", ip, dev, out)
 }
 
 // tool is the path of a sibling program (the VM puts them all in
@@ -45,12 +102,13 @@ func tool(name string) string {
 	return filepath.Join(filepath.Dir(self), name)
 }
 
-func run(dur time.Duration, size string, channels int, serverDev, senderDev, addr string, port int) error {
+func run(dur time.Duration, size string, channels int, gids [2]string, port int) error {
+	addr := serverAddr
 	limit := dur + 60*time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	var srvOut bytes.Buffer
-	srv := exec.CommandContext(ctx, tool("rocev2-server"), "-d", serverDev, "-p", strconv.Itoa(port), "-once", "-q",
+	srv := exec.CommandContext(ctx, tool("rocev2-server"), "-d", serverDev, "-g", gids[0], "-p", strconv.Itoa(port), "-once", "-q",
 		"-timeout", limit.String())
 	srv.Stdout, srv.Stderr = &srvOut, &srvOut
 	if err := srv.Start(); err != nil {
@@ -76,7 +134,7 @@ func run(dur time.Duration, size string, channels int, serverDev, senderDev, add
 	}
 	fmt.Printf("rocev2-demo: rocev2-server on %s (%s:%d), rocev2-send on %s: %v of %s-byte frames on %d channels\n",
 		serverDev, addr, port, senderDev, dur, size, channels)
-	snd := exec.CommandContext(ctx, tool("rocev2-send"), "-d", senderDev, "-p", strconv.Itoa(port), "-t", dur.String(),
+	snd := exec.CommandContext(ctx, tool("rocev2-send"), "-d", senderDev, "-g", gids[1], "-p", strconv.Itoa(port), "-t", dur.String(),
 		"-n", "0", "-s", size, "-c", strconv.Itoa(channels), addr)
 	sndOut, sndErr := snd.CombinedOutput()
 	fmt.Print(indent("rocev2-send", string(sndOut)))

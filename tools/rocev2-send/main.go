@@ -29,6 +29,7 @@ import (
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/server"
 	"github.com/pureverbs/pureverbs/server/framecheck"
+	"github.com/pureverbs/pureverbs/uverbs"
 )
 
 type options struct {
@@ -235,7 +236,7 @@ func stream(o *options, s *sender) (result, error) {
 	mem := s.buf.Bytes()
 	depth := uint64(o.depth)
 	wrs := make([]qp.SendWR, o.depth)
-	sges := make([]qp.SGE, o.depth)
+	sges := make([]uverbs.SGE, o.depth)
 	sizes := make([]int, o.depth)
 	wc := make([]cq.WC, o.depth)
 	pos := make([]uint32, o.channels)

@@ -21,6 +21,7 @@ type sender struct {
 	cq   *cq.CQ
 	qp   *qp.QP
 	gid  uverbs.GID
+	sgid uverbs.GIDEntry // the entry of gid (-g), which the QP sends from
 	port uverbs.PortAttr
 }
 
@@ -46,7 +47,7 @@ func openSender(o *options) (s *sender, err error) {
 	if err != nil {
 		return s, err
 	}
-	s.gid = g.GID
+	s.gid, s.sgid = g.GID, g
 	if s.buf, err = uverbs.NewBuffer(o.depth*max(o.maxSize, 1), uverbs.BufferOptions{}); err != nil {
 		return s, err
 	}
@@ -78,7 +79,7 @@ func (s *sender) connect(o *options, srv qp.Peer, psn uint32) error {
 		mtu = s.port.ActiveMTU
 	}
 	if err := s.qp.ToRTR(qp.RTRParams{DestQPN: srv.QPN, RQPSN: srv.PSN, PathMTU: mtu, DGID: srv.GID,
-		SGIDIndex: uint8(o.gidIndex), Port: o.ibPort}); err != nil {
+		SGID: s.sgid, Port: o.ibPort}); err != nil {
 		return fmt.Errorf("QP to RTR: %w", err)
 	}
 	if err := s.qp.ToRTS(qp.RTSParams{SQPSN: psn, RetryCnt: 6, RNRRetry: 7}); err != nil {

@@ -10,7 +10,7 @@
 //	rxevm setup                         install qemu, fetch and cache the kernel and rdma-core's tools
 //	rxevm exec BINARY [ARGS...]         run a test binary in the VM (for go test -exec)
 //	rxevm run [-topology T] [-extra F] -- CMD...   run guest commands, e.g. /usr/local/bin/rxe-info
-//	rxevm host-setup [-topology T]      build the same topology on this host (needs rdma_rxe here)
+//	rxevm host-setup [-topology T]      build the same topology on this host (loads rdma_rxe if needed)
 //	rxevm host-teardown [-topology T]   remove it again
 //
 // The guest's /init is rxevm itself, built statically for the guest from
@@ -47,6 +47,7 @@ import (
 	"github.com/pureverbs/pureverbs/integration/topology"
 	"github.com/pureverbs/pureverbs/integration/vm"
 	"github.com/pureverbs/pureverbs/integration/vm/guest"
+	"github.com/pureverbs/pureverbs/rxe/rxelink"
 )
 
 func usage() {
@@ -57,8 +58,8 @@ func usage() {
   rxevm host-setup [-topology veth|loopback]
   rxevm host-teardown [-topology veth|loopback]
 environment: RXEVM_CACHE, RXEVM_ARCH (amd64, arm64), RXEVM_SUITE (kernel's Debian suite, default bookworm),
-  RXEVM_KERNEL_PACKAGE, RXEVM_KERNEL_REFRESH=1, RXEVM_KERNEL + RXEVM_MODULES, RXEVM_KVM=1, RXEVM_TOPOLOGY,
-  RXEVM_TIMEOUT, RXEVM_MEM (MiB), RXEVM_EXTRA (programs to add: path[:guest path],...), RXEVM_SOURCE`)
+  RXEVM_KERNEL_PACKAGE, RXEVM_KERNEL_REFRESH=1, RXEVM_KERNEL + RXEVM_MODULES, RXEVM_KVM=1, RXEVM_TOPOLOGY (veth, loopback, twovm, none),
+  RXEVM_UNLOADED (modules in the image the guest does not load), RXEVM_TIMEOUT, RXEVM_MEM (MiB), RXEVM_EXTRA (programs to add: path[:guest path],...), RXEVM_SOURCE`)
 	os.Exit(2)
 }
 
@@ -90,10 +91,15 @@ func main() {
 		topo := fs.String("topology", envOr("RXEVM_TOPOLOGY", "veth"), "topology to build")
 		fs.Parse(os.Args[2:])
 		if os.Args[1] == "host-setup" {
+			// modprobe rdma_rxe, through modules.dep, when it is not loaded.
+			err = rxelink.LoadRxe()
 			var eps []topology.Endpoint
-			if eps, err = topology.Setup(topology.Kind(*topo)); err == nil {
-				for _, e := range eps {
-					fmt.Printf("%s on %s %s\n", e.RDMA, e.Netdev, e.Addr.String())
+			if err == nil {
+				eps, err = topology.Setup(topology.Kind(*topo))
+			}
+			for _, e := range eps {
+				if err == nil {
+					fmt.Printf("%s on %s %s, RoCE v2 GID index %d\n", e.RDMA, e.Netdev, e.Addr.String(), e.GIDIndex)
 				}
 			}
 		} else {
@@ -307,6 +313,8 @@ func (p *prepared) bootOne(ctx context.Context, plan vm.Plan, files map[string]s
 		Peers:   p.peers,
 		Files:   files,
 		Modules: modules,
+		// RXEVM_UNLOADED=rdma_rxe,crc32_generic: in the image, not loaded.
+		Unloaded: strings.FieldsFunc(os.Getenv("RXEVM_UNLOADED"), func(r rune) bool { return r == ',' || r == ' ' }),
 	}
 	initrd := filepath.Join(dir, "initrd.cpio")
 	if err := im.Build(initrd); err != nil {

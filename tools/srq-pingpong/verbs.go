@@ -27,7 +27,7 @@ type endpoint struct {
 	srq     *qp.SRQ
 	qps     []*qp.QP
 	qpIndex map[uint32]int
-	sge     [1]qp.SGE
+	sge     [1]uverbs.SGE
 	recv    [1]qp.RecvWR
 	send    [1]qp.SendWR
 	routs   int
@@ -83,13 +83,13 @@ func openEndpoint(o *options) (e *endpoint, err error) {
 		}
 		e.qps = append(e.qps, q)
 		e.qpIndex[q.Num()] = i
-		if q.Cap().MaxInline >= uint32(o.size) {
+		if q.Cap().MaxInlineData >= uint32(o.size) {
 			e.send[0].Flags |= qp.Inline
 			e.send[0].SGEs, e.send[0].Inline = nil, e.buf.Bytes()[:o.size]
 		}
 	}
 	for i, q := range e.qps {
-		init := qp.Attr{State: qp.Init, PKeyIndex: 0, PortNum: o.ibPort}
+		init := qp.Attr{State: qp.StateInit, PKeyIndex: 0, PortNum: o.ibPort}
 		if err := q.Modify(&init, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
 			return e, fmt.Errorf("Failed to modify QP[%d] to INIT: %w", i, err)
 		}
@@ -142,7 +142,7 @@ func (e *endpoint) connect(local, remote []peerT) error {
 	global := [8]byte(remote[0].GID[8:]) != [8]byte{}
 	for i, q := range e.qps {
 		rtr := qp.Attr{
-			State: qp.RTR, PathMTU: e.o.mtu, DestQPNum: remote[i].QPN, RQPSN: remote[i].PSN,
+			State: qp.StateRTR, PathMTU: e.o.mtu, DestQPNum: remote[i].QPN, RQPSN: remote[i].PSN,
 			MaxDestRdAtomic: 1, MinRNRTimer: 12,
 			AH: uverbs.AHAttr{DLID: remote[i].LID, SL: e.o.sl, PortNum: e.o.ibPort},
 		}
@@ -153,7 +153,7 @@ func (e *endpoint) connect(local, remote []peerT) error {
 		if err := q.Modify(&rtr, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN|qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer); err != nil {
 			return fmt.Errorf("Failed to modify QP[%d] to RTR: %w", i, err)
 		}
-		rts := qp.Attr{State: qp.RTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: local[i].PSN, MaxRdAtomic: 1}
+		rts := qp.Attr{State: qp.StateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: local[i].PSN, MaxRdAtomic: 1}
 		if err := q.Modify(&rts, qp.AttrState|qp.AttrTimeout|qp.AttrRetryCnt|qp.AttrRNRRetry|qp.AttrSQPSN|qp.AttrMaxQPRdAtomic); err != nil {
 			return fmt.Errorf("Failed to modify QP[%d] to RTS: %w", i, err)
 		}

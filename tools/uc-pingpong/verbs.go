@@ -34,7 +34,7 @@ func (e *endpoint) connect(remote pp.Dest, myPSN uint32) error {
 	if err := e.QP.Modify(&rtr, mask); err != nil {
 		return fmt.Errorf("Failed to modify QP to RTR: %w", err)
 	}
-	rts := qp.Attr{State: qp.RTS, SQPSN: myPSN}
+	rts := qp.Attr{State: qp.StateRTS, SQPSN: myPSN}
 	if err := e.QP.Modify(&rts, qp.AttrState|qp.AttrSQPSN); err != nil {
 		return fmt.Errorf("Failed to modify QP to RTS: %w", err)
 	}

@@ -23,8 +23,8 @@ const (
 type endpoint struct {
 	o *options
 	pp.Objects
-	rsge  [1]qp.SGE
-	ssge  [1]qp.SGE
+	rsge  [1]uverbs.SGE
+	ssge  [1]uverbs.SGE
 	inner []byte // the message: the buffer past the GRH area
 }
 
@@ -88,7 +88,7 @@ func openEndpoint(o *options) (e *endpoint, err error) {
 	if err != nil {
 		return e, fmt.Errorf("Couldn't create QP: %w", err)
 	}
-	init := qp.Attr{State: qp.Init, PKeyIndex: 0, PortNum: o.ibPort, QKey: qkey}
+	init := qp.Attr{State: qp.StateInit, PKeyIndex: 0, PortNum: o.ibPort, QKey: qkey}
 	if err = e.QP.Modify(&init, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrQKey); err != nil {
 		return e, fmt.Errorf("Failed to modify QP to INIT: %w", err)
 	}
@@ -100,7 +100,7 @@ func openEndpoint(o *options) (e *endpoint, err error) {
 	}
 	e.Recv[0] = qp.RecvWR{ID: pp.RecvWRID, SGEs: e.rsge[:]}
 	e.Send[0] = qp.SendWR{ID: pp.SendWRID, Opcode: qp.Send, Flags: qp.Signaled, SGEs: e.ssge[:], RemoteQKey: qkey}
-	if e.QP.Cap().MaxInline >= uint32(o.size) {
+	if e.QP.Cap().MaxInlineData >= uint32(o.size) {
 		e.Send[0].Flags |= qp.Inline
 		e.Send[0].SGEs, e.Send[0].Inline = nil, e.inner
 	}
@@ -130,18 +130,22 @@ func (e *endpoint) localDest(psn uint32) (pp.Dest, error) {
 // when the peer sent a GID (RoCE cannot do without one), and aims the send
 // at the peer's QP.
 func (e *endpoint) connect(remote pp.Dest, myPSN uint32) error {
-	rtr := qp.Attr{State: qp.RTR}
+	rtr := qp.Attr{State: qp.StateRTR}
 	if err := e.QP.Modify(&rtr, qp.AttrState); err != nil {
 		return fmt.Errorf("Failed to modify QP to RTR: %w", err)
 	}
-	rts := qp.Attr{State: qp.RTS, SQPSN: myPSN}
+	rts := qp.Attr{State: qp.StateRTS, SQPSN: myPSN}
 	if err := e.QP.Modify(&rts, qp.AttrState|qp.AttrSQPSN); err != nil {
 		return fmt.Errorf("Failed to modify QP to RTS: %w", err)
 	}
 	if !remote.HasGlobalRoute() {
 		return errors.New("Failed to create AH: the peer sent no GID (use -g: RoCE needs a global route)")
 	}
-	ah, err := qp.NewAH(e.PD, qp.AHParams{DGID: remote.GID, SGIDIndex: uint8(e.o.gidIndex), HopLimit: hopLimit, Port: e.o.ibPort, SL: e.o.sl})
+	sgid, err := e.Ctx.QueryGID(e.o.ibPort, e.o.gidIndex)
+	if err != nil {
+		return fmt.Errorf("Failed to create AH: local gid index %d: %w", e.o.gidIndex, err)
+	}
+	ah, err := qp.NewAH(e.PD, qp.AHParams{DGID: remote.GID, SGID: sgid, HopLimit: hopLimit, Port: e.o.ibPort, SL: e.o.sl})
 	if err != nil {
 		return fmt.Errorf("Failed to create AH: %w", err)
 	}

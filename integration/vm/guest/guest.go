@@ -14,11 +14,13 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pureverbs/pureverbs/integration/topology"
 	"github.com/pureverbs/pureverbs/integration/vm"
+	"github.com/pureverbs/pureverbs/rxe/rxelink"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,7 +51,7 @@ func Main() {
 	}
 	// The modules come first: the output port's driver may be one of them.
 	for _, m := range plan.Modules {
-		if err := loadModule(m); err != nil {
+		if err := rxelink.LoadModuleFile(m); err != nil {
 			fmt.Fprintln(out, "rxevm-init:", err)
 			return
 		}
@@ -70,9 +72,10 @@ func run(out io.Writer, plan *vm.Plan) int {
 		fmt.Fprintln(out, "rxevm-init:", err)
 		return 1
 	}
-	var devs []string
+	var devs, gids []string
 	for _, e := range eps {
 		devs = append(devs, e.RDMA)
+		gids = append(gids, strconv.Itoa(e.GIDIndex))
 	}
 	env := append([]string{
 		"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
@@ -84,6 +87,9 @@ func run(out io.Writer, plan *vm.Plan) int {
 		"RXETEST_REQUIRE=1",
 		"RXEVM_TOPOLOGY=" + string(plan.Topology),
 		"RXEVM_DEVICES=" + strings.Join(devs, " "),
+		// The index of each device's RoCE v2 GID of its IPv4 address, in
+		// RXEVM_DEVICES' order: found, not assumed to be 1.
+		"RXEVM_GID_INDEXES=" + strings.Join(gids, " "),
 	}, plan.Env...)
 	if peer := topology.Peer(topology.Kind(plan.Topology)); peer != nil {
 		env = append(env, "RXEVM_PEER="+peer.String(), "RXEVM_ROLE="+strings.TrimPrefix(string(plan.Topology), "twovm-"))
@@ -179,22 +185,4 @@ func openOutput(port string) (*os.File, error) {
 		_ = unix.IoctlSetTermios(int(f.Fd()), unix.TCSETS, t)
 	}
 	return f, nil
-}
-
-// loadModule loads one .ko (or a compressed .ko.xz/.ko.zst/.ko.gz, which
-// kernels built with MODULE_DECOMPRESS unpack themselves).
-func loadModule(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	flags := 0
-	if !strings.HasSuffix(path, ".ko") {
-		flags |= unix.MODULE_INIT_COMPRESSED_FILE
-	}
-	if err := unix.FinitModule(int(f.Fd()), "", flags); err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("finit_module %s: %w", path, err)
-	}
-	return nil
 }

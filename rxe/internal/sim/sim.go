@@ -6,10 +6,10 @@ package sim
 
 import "github.com/pureverbs/pureverbs/rxe/internal/ring"
 
-// Limits are the per-request limits of a simulated queue pair (the fields
-// of rxe.QPLimits).
+// Limits are the caps of a simulated queue pair (the fields of
+// uverbs.QPCap, which this package cannot import without a cycle).
 type Limits struct {
-	MaxSendWR, MaxRecvWR, MaxSendSGE, MaxRecvSGE, MaxInline int
+	MaxSendWR, MaxRecvWR, MaxSendSGE, MaxRecvSGE, MaxInlineData uint32
 }
 
 var (

@@ -31,7 +31,7 @@ type ConnectedParams struct {
 type ConnectedEnd struct {
 	Objects
 	p   ConnectedParams
-	sge [1]qp.SGE
+	sge [1]uverbs.SGE
 }
 
 // OpenConnected picks the device, then creates the buffer, completion
@@ -90,7 +90,7 @@ func OpenConnected(p ConnectedParams) (e *ConnectedEnd, err error) {
 	if err != nil {
 		return e, fmt.Errorf("Couldn't create QP: %w", err)
 	}
-	init := qp.Attr{State: qp.Init, PKeyIndex: 0, PortNum: p.Port}
+	init := qp.Attr{State: qp.StateInit, PKeyIndex: 0, PortNum: p.Port}
 	if err = e.QP.Modify(&init, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
 		return e, fmt.Errorf("Failed to modify QP to INIT: %w", err)
 	}
@@ -99,7 +99,7 @@ func OpenConnected(p ConnectedParams) (e *ConnectedEnd, err error) {
 	}
 	e.Recv[0] = qp.RecvWR{ID: RecvWRID, SGEs: e.sge[:]}
 	e.Send[0] = qp.SendWR{ID: SendWRID, Opcode: qp.Send, Flags: qp.Signaled, SGEs: e.sge[:]}
-	if e.QP.Cap().MaxInline >= uint32(p.Size) {
+	if e.QP.Cap().MaxInlineData >= uint32(p.Size) {
 		e.Send[0].Flags |= qp.Inline
 		e.Send[0].SGEs, e.Send[0].Inline = nil, b
 	}
@@ -133,7 +133,7 @@ func (e *ConnectedEnd) LocalDest(psn uint32) (Dest, error) {
 // GRH with hop limit 1 from the GID at -g; and its attribute mask.
 func (e *ConnectedEnd) RTRBase(remote Dest, mtu uverbs.MTU, sl uint8) (qp.Attr, qp.AttrMask) {
 	rtr := qp.Attr{
-		State:     qp.RTR,
+		State:     qp.StateRTR,
 		PathMTU:   mtu,
 		DestQPNum: remote.QPN,
 		RQPSN:     remote.PSN,

@@ -1,0 +1,61 @@
+package cq
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/pureverbs/pureverbs/rxe"
+)
+
+// Every field of the provider's completion reaches cq's, value for value,
+// so that a field added to one and not to WC.fill fails here.
+func TestWCFill(t *testing.T) {
+	var r rxe.WC
+	v := reflect.ValueOf(&r).Elem()
+	for i := range v.NumField() {
+		v.Field(i).SetUint(uint64(i + 1))
+	}
+	var w WC
+	w.fill(&r)
+	got := reflect.ValueOf(w)
+	if got.NumField() != v.NumField() {
+		t.Fatalf("cq.WC has %d fields, rxe.WC %d", got.NumField(), v.NumField())
+	}
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Name
+		if f := got.FieldByName(name); !f.IsValid() || f.Uint() != v.Field(i).Uint() {
+			t.Errorf("WC.%s = %v, want %d", name, f, v.Field(i).Uint())
+		}
+	}
+}
+
+// The statuses, opcodes and flags are the provider's values, and print the
+// IBV_WC_ names.
+func TestProviderValues(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		cq, rx uint64
+	}{
+		{"Success", uint64(Success), uint64(rxe.WCSuccess)},
+		{"WRFlushErr", uint64(WRFlushErr), uint64(rxe.WCWRFlushErr)},
+		{"RNRRetryExcErr", uint64(RNRRetryExcErr), uint64(rxe.WCRNRRetryExcErr)},
+		{"GeneralErr", uint64(GeneralErr), uint64(rxe.WCGeneralErr)},
+		{"OpSend", uint64(OpSend), uint64(rxe.WCSend)},
+		{"OpAtomicWrite", uint64(OpAtomicWrite), uint64(rxe.WCAtomicWrite)},
+		{"OpRecv", uint64(OpRecv), uint64(rxe.WCRecv)},
+		{"OpRecvRDMAWithImm", uint64(OpRecvRDMAWithImm), uint64(rxe.WCRecvRDMAWithImm)},
+		{"GRH", uint64(GRH), uint64(rxe.WCGRH)},
+		{"WithImm", uint64(WithImm), uint64(rxe.WCWithImm)},
+		{"WithInvalidate", uint64(WithInvalidate), uint64(rxe.WCWithInvalidate)},
+	} {
+		if c.cq != c.rx {
+			t.Errorf("cq.%s = %d, the provider's is %d", c.name, c.cq, c.rx)
+		}
+	}
+	if OpSend.String() != "WC_SEND" || OpRecv.String() != "WC_RECV" || WRFlushErr.String() != "WR_FLUSH_ERR" {
+		t.Errorf("names: %v %v %v", OpSend, OpRecv, WRFlushErr)
+	}
+	if !OpRecvRDMAWithImm.IsRecv() || OpRDMARead.IsRecv() {
+		t.Error("IsRecv")
+	}
+}
