@@ -58,10 +58,12 @@ check:
 	$(GO) vet -tags integration ./integration/
 	cd integration/example && $(GO) vet ./... && GOARCH=arm64 $(GO) vet ./...
 
-## unit: host tests (no RDMA needed; netpoll's namespace tests need root), and every benchmark once so none rots
-unit:
-	$(GO) test -race -count=1 ./...
-	$(GO) test -count=1 -run '^$$' -bench . -benchtime=1x ./...
+## unit: host tests (no RDMA needed; netpoll's namespace tests need root), and every benchmark once so none rots;
+## the ABI pins compile against Debian 13's uapi headers with gcc (`rxevm uapi` fetches them and installs gcc if missing)
+unit: $(RXEVM)
+	@inc=$$($(RXEVM) uapi) && echo "ABI pins: PUREVERBS_UAPI_INCLUDE=$$inc" && \
+	PUREVERBS_UAPI_INCLUDE=$$inc $(GO) test -race -count=1 ./... && \
+	PUREVERBS_UAPI_INCLUDE=$$inc $(GO) test -count=1 -run '^$$' -bench . -benchtime=1x ./...
 	cd integration/example && $(GO) test -count=1 ./...
 
 ## itest: the integration tests inside the VM; RUN=regexp picks tests by name

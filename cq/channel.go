@@ -8,8 +8,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/pureverbs/pureverbs/uverbs"
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
 
@@ -59,7 +61,7 @@ type Channel struct {
 	waiters sync.RWMutex
 	closing atomic.Bool
 	closeFD int             // eventfd, written once by Close and never drained
-	cleanup runtime.Cleanup // closes closeFD if the Channel is dropped unclosed
+	watch   leakcheck.Watch // closes closeFD if the Channel is dropped unclosed
 	closed  bool
 
 	// idle is 0 while GetEvent finds events already queued, so that it
@@ -105,6 +107,14 @@ func NewChannel(ctx *uverbs.Context) (*Channel, error) {
 		return nil, err
 	}
 	ch.cc = cc
+	// The Context's Close wakes the waiters before it closes the fd.
+	w := weak.Make(ch)
+	cc.OnContextClose(func() error {
+		if ch := w.Value(); ch != nil {
+			return ch.shutdown()
+		}
+		return nil
+	})
 	return ch, nil
 }
 
@@ -116,7 +126,7 @@ func newChannel(src eventSource) (*Channel, error) {
 	ch := &Channel{src: src, cqs: make(map[uint64]*CQ), closeFD: efd, armed: new(armedSlot)}
 	// A dropped Channel's eventfd is closed, and its armed waker taken off
 	// its context: a context that is never done would keep it alive.
-	ch.cleanup = runtime.AddCleanup(ch, func(r chanRes) {
+	ch.watch = leakcheck.Object(ch, "cq.Channel", func(r chanRes) {
 		unix.Close(r.closeFD)
 		if a := r.armed.p.Swap(nil); a != nil {
 			a.w.unregister(a.stop)
@@ -228,6 +238,9 @@ func (ch *Channel) GetEvent(ctx context.Context) (*CQ, error) {
 			return nil, ctx.Err()
 		}
 		if fds[0].Revents&(unix.POLLERR|unix.POLLNVAL) != 0 {
+			if ch.closing.Load() {
+				return nil, ErrClosed
+			}
 			return nil, fmt.Errorf("cq: completion channel fd failed (revents %#x)", fds[0].Revents)
 		}
 		if fds[0].Revents == 0 {
@@ -244,9 +257,9 @@ func (ch *Channel) GetEvent(ctx context.Context) (*CQ, error) {
 // waker is an eventfd that a context.AfterFunc writes once ctx is done; a
 // GetEvent polls it next to the channel fd.
 type waker struct {
-	fd      int
-	fire    func() // w.write, bound once
-	cleanup runtime.Cleanup
+	fd    int
+	fire  func() // w.write, bound once
+	watch leakcheck.Watch
 }
 
 var one = [8]byte{1}
@@ -264,7 +277,7 @@ func (ch *Channel) getWaker() (*waker, error) {
 	}
 	w := &waker{fd: fd}
 	w.fire = w.write
-	w.cleanup = runtime.AddCleanup(w, func(fd int) { unix.Close(fd) }, fd)
+	w.watch = leakcheck.Object(w, "cq.Channel cancellation eventfd", func(fd int) { unix.Close(fd) }, fd)
 	return w, nil
 }
 
@@ -324,7 +337,7 @@ func (w *waker) unregister(stop func() bool) {
 }
 
 func (w *waker) close() {
-	w.cleanup.Stop()
+	w.watch.Closed()
 	unix.Close(w.fd)
 }
 
@@ -360,13 +373,24 @@ func (ch *Channel) remove(h uint64) {
 }
 
 // Close closes the channel. It refuses (EBUSY) while CQs use it. Blocked
-// GetEvent calls return ErrClosed. Idempotent.
+// GetEvent calls return ErrClosed. Idempotent; after the Context's Close
+// (which closes the channel the same way) it does nothing.
 func (ch *Channel) Close() error {
 	ch.mu.Lock()
-	if n := len(ch.cqs); n != 0 {
+	if n := len(ch.cqs); n != 0 && !ch.closing.Load() {
 		ch.mu.Unlock()
 		return fmt.Errorf("cq: close channel: %d CQs still use it: %w", n, unix.EBUSY)
 	}
+	ch.mu.Unlock()
+	return ch.shutdown()
+}
+
+// shutdown wakes every waiter, waits for them to leave the channel, and
+// closes the source and the eventfds: Close once no CQ uses the channel,
+// and the Context's Close whatever uses it (the kernel keeps the channel
+// alive for its CQs, which go with the Context).
+func (ch *Channel) shutdown() error {
+	ch.mu.Lock()
 	first := !ch.closing.Swap(true)
 	ch.mu.Unlock()
 	if first {
@@ -381,7 +405,7 @@ func (ch *Channel) Close() error {
 	}
 	ch.closed = true
 	err := ch.src.Close()
-	ch.cleanup.Stop()
+	ch.watch.Closed()
 	unix.Close(ch.closeFD)
 	if a := ch.armed.p.Swap(nil); a != nil {
 		a.w.unregister(a.stop)

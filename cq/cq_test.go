@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/rxe"
 	"github.com/pureverbs/pureverbs/rxe/rxesim"
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
 
@@ -158,7 +160,21 @@ func newTestChannel(t *testing.T) (*Channel, *pipeSource) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, ch)
 	return ch, src
+}
+
+// closeAtEnd closes ch when the test ends, detaching the CQs the test
+// left on it.
+func closeAtEnd(t *testing.T, ch *Channel) {
+	t.Cleanup(func() {
+		ch.mu.Lock()
+		clear(ch.cqs)
+		ch.mu.Unlock()
+		if err := ch.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 }
 
 // attach registers c on ch the way New does.
@@ -350,6 +366,7 @@ func newCountingChannel(t *testing.T) (*Channel, *countingSource, simCQ) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, ch)
 	c := newSimCQ(t, 4)
 	attach(t, ch, c.CQ)
 	return ch, src, c
@@ -527,6 +544,11 @@ func TestChannelArmedWakerReleased(t *testing.T) {
 		}
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
+	}
+	// The leak check saw the channel, which it must report.
+	l := leakcheck.Collect(time.Second)
+	if !slices.ContainsFunc(l, func(l leakcheck.Leak) bool { return l.What == "cq.Channel" }) {
+		t.Errorf("leaks reported for the dropped channel: %v", l)
 	}
 }
 

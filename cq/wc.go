@@ -46,21 +46,21 @@ func (s Status) String() string { return rxe.WCStatus(s).String() }
 
 // Completion statuses, the ones rdma_rxe produces.
 const (
-	Success        = Status(rxe.WCSuccess)
-	LocLenErr      = Status(rxe.WCLocLenErr)      // a receive too small for the message
-	LocQPOpErr     = Status(rxe.WCLocQPOpErr)     // a request the QP cannot execute
-	LocProtErr     = Status(rxe.WCLocProtErr)     // an SGE outside its region, or a bad lkey
-	WRFlushErr     = Status(rxe.WCWRFlushErr)     // flushed: the QP is in the error state
-	MWBindErr      = Status(rxe.WCMWBindErr)      // a memory window bind failed
-	BadRespErr     = Status(rxe.WCBadRespErr)     // an unexpected response from the peer
-	LocAccessErr   = Status(rxe.WCLocAccessErr)   // the local region lacks the access
-	RemInvReqErr   = Status(rxe.WCRemInvReqErr)   // the peer found the request invalid
-	RemAccessErr   = Status(rxe.WCRemAccessErr)   // the peer's rkey, range or access refused it
-	RemOpErr       = Status(rxe.WCRemOpErr)       // the peer failed to execute it
-	RetryExcErr    = Status(rxe.WCRetryExcErr)    // no ACK within the retries
-	RNRRetryExcErr = Status(rxe.WCRNRRetryExcErr) // the peer had no receive within the RNR retries
-	FatalErr       = Status(rxe.WCFatalErr)
-	GeneralErr     = Status(rxe.WCGeneralErr)
+	Success        Status = 0  // IB_WC_SUCCESS
+	LocLenErr      Status = 1  // IB_WC_LOC_LEN_ERR: a receive too small for the message
+	LocQPOpErr     Status = 2  // IB_WC_LOC_QP_OP_ERR: a request the QP cannot execute
+	LocProtErr     Status = 4  // IB_WC_LOC_PROT_ERR: an SGE outside its region, or a bad lkey
+	WRFlushErr     Status = 5  // IB_WC_WR_FLUSH_ERR: flushed: the QP is in the error state
+	MWBindErr      Status = 6  // IB_WC_MW_BIND_ERR: a memory window bind failed
+	BadRespErr     Status = 7  // IB_WC_BAD_RESP_ERR: an unexpected response from the peer
+	LocAccessErr   Status = 8  // IB_WC_LOC_ACCESS_ERR: the local region lacks the access
+	RemInvReqErr   Status = 9  // IB_WC_REM_INV_REQ_ERR: the peer found the request invalid
+	RemAccessErr   Status = 10 // IB_WC_REM_ACCESS_ERR: the peer's rkey, range or access refused it
+	RemOpErr       Status = 11 // IB_WC_REM_OP_ERR: the peer failed to execute it
+	RetryExcErr    Status = 12 // IB_WC_RETRY_EXC_ERR: no ACK within the retries
+	RNRRetryExcErr Status = 13 // IB_WC_RNR_RETRY_EXC_ERR: the peer had no receive within the RNR retries
+	FatalErr       Status = 19 // IB_WC_FATAL_ERR
+	GeneralErr     Status = 21 // IB_WC_GENERAL_ERR
 )
 
 // Opcode is the operation a completion reports (enum ib_wc_opcode);
@@ -77,17 +77,17 @@ func (o Opcode) IsRecv() bool { return o&OpRecv != 0 }
 
 // Completion opcodes.
 const (
-	OpSend            = Opcode(rxe.WCSend)      // a SEND, SEND_WITH_IMM or SEND_WITH_INV
-	OpRDMAWrite       = Opcode(rxe.WCRDMAWrite) // an RDMA WRITE (with or without immediate)
-	OpRDMARead        = Opcode(rxe.WCRDMARead)
-	OpCompSwap        = Opcode(rxe.WCCompSwap)
-	OpFetchAdd        = Opcode(rxe.WCFetchAdd)
-	OpBindMW          = Opcode(rxe.WCBindMW)
-	OpLocalInv        = Opcode(rxe.WCLocalInv)
-	OpFlush           = Opcode(rxe.WCFlush)           // kernel 6.2+
-	OpAtomicWrite     = Opcode(rxe.WCAtomicWrite)     // kernel 6.2+
-	OpRecv            = Opcode(rxe.WCRecv)            // a received SEND
-	OpRecvRDMAWithImm = Opcode(rxe.WCRecvRDMAWithImm) // a received RDMA WRITE_WITH_IMM
+	OpSend            Opcode = 0   // IB_WC_SEND: a SEND, SEND_WITH_IMM or SEND_WITH_INV
+	OpRDMAWrite       Opcode = 1   // IB_WC_RDMA_WRITE: an RDMA WRITE (with or without immediate)
+	OpRDMARead        Opcode = 2   // IB_WC_RDMA_READ
+	OpCompSwap        Opcode = 3   // IB_WC_COMP_SWAP
+	OpFetchAdd        Opcode = 4   // IB_WC_FETCH_ADD
+	OpBindMW          Opcode = 5   // IB_WC_BIND_MW
+	OpLocalInv        Opcode = 6   // IB_WC_LOCAL_INV
+	OpFlush           Opcode = 8   // IB_WC_FLUSH: kernel 6.2+
+	OpAtomicWrite     Opcode = 9   // IB_WC_ATOMIC_WRITE: kernel 6.2+
+	OpRecv            Opcode = 128 // IB_WC_RECV: a received SEND
+	OpRecvRDMAWithImm Opcode = 129 // IB_WC_RECV_RDMA_WITH_IMM: a received RDMA WRITE_WITH_IMM
 )
 
 // WCFlags are a completion's flags (enum ib_wc_flags, the kernel's
@@ -96,9 +96,9 @@ type WCFlags uint32
 
 // Completion flags.
 const (
-	GRH            = WCFlags(rxe.WCGRH)            // a GRH precedes a UD payload
-	WithImm        = WCFlags(rxe.WCWithImm)        // Imm holds immediate data (host order)
-	WithInvalidate = WCFlags(rxe.WCWithInvalidate) // Imm holds the invalidated rkey
+	GRH            WCFlags = 1 << 0 // IB_WC_GRH: a GRH precedes a UD payload
+	WithImm        WCFlags = 1 << 1 // IB_WC_WITH_IMM: Imm holds immediate data (host order)
+	WithInvalidate WCFlags = 1 << 2 // IB_WC_WITH_INVALIDATE: Imm holds the invalidated rkey
 )
 
 // fill writes the provider's completion r into w.

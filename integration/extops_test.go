@@ -99,8 +99,8 @@ func TestAtomicWriteFlush(t *testing.T) {
 	}
 }
 
-// rereg_mr: on 6.1 rxe lacks it and Rereg's error matches
-// uverbs.ErrNotSupported. On 6.2+ new access makes a region writable from
+// rereg_mr: rxe has it from 6.5 on (uverbs.HaveReregMR); on 6.1 Rereg's
+// error matches uverbs.ErrNotSupported. On 6.5+ new access makes a region writable from
 // the peer (WRITE lands under the new rkey), and a move to another PD
 // makes it unreachable from the responder QP's PD (REM_ACCESS_ERR, memory
 // untouched).
@@ -118,7 +118,7 @@ func TestReregMR(t *testing.T) {
 	}
 	access := uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite
 	err = target.Rereg(nil, &access)
-	if !kernelAtLeast(t, 6, 2) {
+	if !kernelAtLeast(t, 6, 5) {
 		if !errors.Is(err, uverbs.ErrNotSupported) {
 			t.Fatalf("rereg_mr on 6.1: %v, want ErrNotSupported", err)
 		}

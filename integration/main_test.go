@@ -10,16 +10,21 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 )
 
-// TestMain fails the run when the tests leave a uverbs fd or a ring mapping
-// behind: every test must release what it made (explicitly or, for the
-// tests of the GC safety net, through the cleanups), or a leak in the
-// library hides behind a passing test.
+// TestMain fails the run when a test left anything to the garbage
+// collector: every fd, mapping and kernel object a test makes must be
+// closed by it (the tests of the GC safety net claim what they drop with
+// leakcheck.Take), or a forgotten Close hides behind a passing test.
+// leakcheck.Main names each leak and the stack that created it. After
+// that, the process must hold no uverbs fd or ring mapping at all: what
+// is neither closed nor collected is still referenced somewhere.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if leaks := uverbsLeaks(5 * time.Second); leaks != "" {
-		fmt.Fprintf(os.Stderr, "integration: the tests leaked %s\n", leaks)
+	code := leakcheck.Main(m)
+	if held := uverbsHeldAfterGC(); held != "" {
+		fmt.Fprintf(os.Stderr, "integration: the tests left %s open\n", held)
 		if code == 0 {
 			code = 1
 		}
@@ -27,22 +32,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// uverbsLeaks describes the uverbs fds and mappings the process still holds
-// after giving the garbage collector until wait to run dropped objects'
-// cleanups; "" when there are none.
-func uverbsLeaks(wait time.Duration) string {
-	deadline := time.Now().Add(wait)
-	for {
-		runtime.GC()
-		fds, maps := uverbsHeld()
-		if len(fds)+len(maps) == 0 {
-			return ""
-		}
-		if time.Now().After(deadline) {
-			return fmt.Sprintf("%d uverbs fds %v and %d uverbs mappings %v", len(fds), fds, len(maps), maps)
-		}
-		time.Sleep(20 * time.Millisecond)
+// uverbsHeldAfterGC describes the uverbs fds and mappings the process
+// still holds once the garbage collector has run; "" when there are none.
+func uverbsHeldAfterGC() string {
+	runtime.GC()
+	time.Sleep(50 * time.Millisecond)
+	fds, maps := uverbsHeld()
+	if len(fds)+len(maps) == 0 {
+		return ""
 	}
+	return fmt.Sprintf("%d uverbs fds %v and %d uverbs mappings %v", len(fds), fds, len(maps), maps)
 }
 
 // uverbsHeld lists this process's fds that refer to an RDMA device file or

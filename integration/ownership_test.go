@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
@@ -173,6 +175,19 @@ func TestOwnershipDroppedObjectsAreReleased(t *testing.T) {
 			t.Fatalf("after dropping everything: process %+v (was %+v), kernel %v (was %v)", now, before, kern, kernBefore)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	claimLeaks(t, "uverbs.Context command fd", "uverbs.PD", "uverbs.MR", "uverbs.CQ", "uverbs.QP", "rxe ring mapping", "uverbs.Buffer", "cq.Channel")
+}
+
+// claimLeaks takes the leaks the garbage collector found (the test dropped
+// objects on purpose) and fails unless one starts with each of want.
+func claimLeaks(t *testing.T, want ...string) {
+	t.Helper()
+	got := leakcheck.Collect(2 * time.Second)
+	for _, w := range want {
+		if !slices.ContainsFunc(got, func(l leakcheck.Leak) bool { return strings.HasPrefix(l.What, w) }) {
+			t.Errorf("the leak check did not report a dropped %s; it saw %v", w, got)
+		}
 	}
 }
 

@@ -658,6 +658,7 @@ func TestUverbsContextCleanupOnGC(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	uvSame(t, "after dropping a context", before)
+	claimLeaks(t, "uverbs.Context command fd", "uverbs.Context async event fd", "uverbs.PD")
 
 	ctx, err := uverbs.Open(d)
 	if err != nil {

@@ -4,16 +4,17 @@ package netpoll
 
 import (
 	"errors"
+	"net"
 
-	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
 
 var (
 	// ErrNotSupported is matched (errors.Is) by every error saying the
 	// kernel lacks a feature: ErrKernelTooOld and ErrNoBusyPoll.
-	// It is uverbs.ErrNotSupported, the one value for every package.
-	ErrNotSupported = uverbs.ErrNotSupported
+	// It is errors.ErrUnsupported, the one "not supported" value of every
+	// pureverbs package (uverbs.ErrNotSupported is the same).
+	ErrNotSupported = errors.ErrUnsupported
 	// ErrKernelTooOld: the kernel predates the call (EPIOCSPARAMS needs
 	// Linux 6.9, epoll_pwait2 5.11).
 	ErrKernelTooOld = errors.New("netpoll: kernel too old")
@@ -22,9 +23,10 @@ var (
 	// ErrNeedCapNetAdmin: the setting needs CAP_NET_ADMIN.
 	ErrNeedCapNetAdmin = errors.New("netpoll: needs CAP_NET_ADMIN")
 
-	// ErrClosed: the driver was closed. It is uverbs.ErrClosed, the one
-	// value for every package.
-	ErrClosed = uverbs.ErrClosed
+	// ErrClosed: the driver was closed. It is net.ErrClosed, the one
+	// "closed" value of every pureverbs package (uverbs.ErrClosed is the
+	// same).
+	ErrClosed = net.ErrClosed
 	// ErrRunning: Run or Poll is already running on this driver.
 	ErrRunning = errors.New("netpoll: driver already running")
 	// ErrNoSource: no source has that id (never added, or already gone).

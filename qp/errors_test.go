@@ -2,6 +2,7 @@ package qp
 
 import (
 	"errors"
+	"net"
 	"testing"
 
 	"github.com/pureverbs/pureverbs/cq"
@@ -19,6 +20,9 @@ func TestOneSentinelPerCondition(t *testing.T) {
 		if err != uverbs.ErrClosed {
 			t.Errorf("%s.ErrClosed is not uverbs.ErrClosed", name)
 		}
+	}
+	if uverbs.ErrClosed != net.ErrClosed || uverbs.ErrNotSupported != errors.ErrUnsupported {
+		t.Error("the two sentinels are not net.ErrClosed and errors.ErrUnsupported")
 	}
 	for name, err := range map[string]error{"qp": ErrNotSupported, "rxe": rxe.ErrNotSupported} {
 		if err != uverbs.ErrNotSupported {

@@ -39,8 +39,14 @@ func TestProviderValues(t *testing.T) {
 		{"FlushRange", uint64(FlushRange), uint64(rxe.FlushRange)},
 		{"FlushMR", uint64(FlushMR), uint64(rxe.FlushMR)},
 		{"StateReset", uint64(StateReset), uint64(uverbs.QPStateReset)},
+		{"StateInit", uint64(StateInit), uint64(uverbs.QPStateInit)},
+		{"StateRTR", uint64(StateRTR), uint64(uverbs.QPStateRTR)},
 		{"StateRTS", uint64(StateRTS), uint64(uverbs.QPStateRTS)},
+		{"StateSQD", uint64(StateSQD), uint64(uverbs.QPStateSQD)},
+		{"StateSQE", uint64(StateSQE), uint64(uverbs.QPStateSQE)},
 		{"StateError", uint64(StateError), uint64(uverbs.QPStateError)},
+		{"RC", uint64(RC), uint64(uverbs.QPTypeRC)},
+		{"UC", uint64(UC), uint64(uverbs.QPTypeUC)},
 		{"UD", uint64(UD), uint64(uverbs.QPTypeUD)},
 	} {
 		if c.qp != c.rxe {

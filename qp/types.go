@@ -11,9 +11,9 @@ type Type uint8
 // (unreliable connected: SEND, SEND_WITH_IMM, RDMA WRITE, WRITE_WITH_IMM)
 // and UD (datagrams: SEND and SEND_WITH_IMM, each at most the port's MTU).
 const (
-	RC = Type(uverbs.QPTypeRC)
-	UC = Type(uverbs.QPTypeUC)
-	UD = Type(uverbs.QPTypeUD)
+	RC Type = 2
+	UC Type = 3
+	UD Type = 4
 )
 
 // String is the transport's short name: "RC", "UC" or "UD".
@@ -26,13 +26,13 @@ type State uint8
 // Connect, ActivateUD) take it to StateRTS, where it sends; the kernel, or
 // ToError, moves it to StateError, where all its work is flushed.
 const (
-	StateReset = State(uverbs.QPStateReset)
-	StateInit  = State(uverbs.QPStateInit)
-	StateRTR   = State(uverbs.QPStateRTR) // ready to receive
-	StateRTS   = State(uverbs.QPStateRTS) // ready to send
-	StateSQD   = State(uverbs.QPStateSQD) // send queue drained
-	StateSQE   = State(uverbs.QPStateSQE) // send queue error
-	StateError = State(uverbs.QPStateError)
+	StateReset State = 0
+	StateInit  State = 1
+	StateRTR   State = 2 // ready to receive
+	StateRTS   State = 3 // ready to send
+	StateSQD   State = 4 // send queue drained
+	StateSQE   State = 5 // send queue error
+	StateError State = 6
 )
 
 // String is the state as libibverbs names it without IBV_QPS_: "RESET",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"weak"
 
 	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -41,7 +42,7 @@ func (c *cqRing) pollFunc(max int, put func(i int, w *WC)) (int, error) {
 	r := c.ring
 	if r == nil {
 		c.mu.Unlock()
-		return 0, ErrClosed
+		return 0, errCQClosed
 	}
 	prod := r.Producer()
 	n := 0
@@ -95,7 +96,13 @@ func CreateCQ(ctx *uverbs.Context, attr uverbs.CQAttr) (*CQ, error) {
 		return nil, err
 	}
 	c.vcq = vcq
-	vcq.OnContextClose(func() { c.release() })
+	w := weak.Make(c)
+	vcq.OnContextClose(func() error {
+		if c := w.Value(); c != nil {
+			return c.Close()
+		}
+		return nil
+	})
 	return c, nil
 }
 

@@ -1,4 +1,7 @@
 // Package rxe is the user-space half of the Soft-RoCE (rdma_rxe) provider.
+// Providers only: applications use packages cq and qp, whose types are
+// documented there and converted to this package's at the boundary
+// (QP.PostSendFunc, CQ.PollFunc), allocation-free.
 //
 // The kernel shares each completion queue and each send and receive queue
 // with user space as a ring of fixed-size slots (struct rxe_queue_buf in

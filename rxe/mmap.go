@@ -2,10 +2,10 @@ package rxe
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
 
 	"github.com/pureverbs/pureverbs/rxe/internal/ring"
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
 
@@ -13,14 +13,15 @@ import (
 // an mmap of the offset and size from a struct mminfo (PROT_READ|PROT_WRITE,
 // MAP_SHARED), as librxe maps it. Close unmaps it.
 //
-// A mapping dropped without Close is unmapped by a GC cleanup, a safety net
-// that matters: a mapped ring holds the uverbs file open, so until it is
-// unmapped the kernel never releases the context's objects, even after the
-// Context's fds are closed.
+// A mapping dropped without Close is unmapped by a GC cleanup (and the leak
+// check reports it), a safety net that matters: a mapped ring holds the
+// uverbs file open, so until it is unmapped the kernel never releases the
+// context's objects, even after the Context's fds are closed. Only the
+// queues use the memory, and they hold the mapping.
 type mapping struct {
-	mu      sync.Mutex
-	mem     []byte // nil once unmapped
-	cleanup runtime.Cleanup
+	mu    sync.Mutex
+	mem   []byte // nil once unmapped
+	watch leakcheck.Watch
 }
 
 // mmapFunc maps length bytes at offset of the file the rings live in:
@@ -38,7 +39,7 @@ func mapMem(mmap mmapFunc, offset uint64, size uint32) (*mapping, error) {
 		return nil, wrapErr("mmap", err)
 	}
 	m := &mapping{mem: mem}
-	m.cleanup = runtime.AddCleanup(m, func(mem []byte) { unix.Munmap(mem) }, mem)
+	m.watch = leakcheck.Object(m, fmt.Sprintf("rxe ring mapping of %d bytes at offset %#x", size, offset), func(mem []byte) { unix.Munmap(mem) }, mem)
 	return m, nil
 }
 
@@ -57,7 +58,7 @@ func (m *mapping) Close() error {
 	if m.mem == nil {
 		return nil
 	}
-	m.cleanup.Stop()
+	m.watch.Closed()
 	if err := unix.Munmap(m.mem); err != nil {
 		return wrapErr("munmap", err)
 	}

@@ -48,11 +48,11 @@ const (
 	FlushMR    FlushLevel = 1 // IB_FLUSH_MR
 )
 
-// Device capability bits (IB_UVERBS_DEVICE_*) that the 6.2+ opcodes need.
+// Device capability bits that the 6.2+ opcodes need.
 const (
-	capFlushGlobal     = 1 << 38 // IB_UVERBS_DEVICE_FLUSH_GLOBAL
-	capFlushPersistent = 1 << 39 // IB_UVERBS_DEVICE_FLUSH_PERSISTENT
-	capAtomicWrite     = 1 << 40 // IB_UVERBS_DEVICE_ATOMIC_WRITE
+	capFlushGlobal     = uverbs.DeviceCapFlushGlobal
+	capFlushPersistent = uverbs.DeviceCapFlushPersistent
+	capAtomicWrite     = uverbs.DeviceCapAtomicWrite
 )
 
 // opCaps are the optional opcodes a QP's device executes.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"weak"
 
 	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -60,9 +61,12 @@ func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
 		q.sq.caps = opCapsFrom(dev.DeviceCapFlags)
 	}
 	q.sq.typ, q.sq.maxUD = attr.Type, maxUD
-	vqp.OnContextClose(func() {
-		q.sq.detach(nil)
-		q.release()
+	w := weak.Make(q)
+	vqp.OnContextClose(func() error {
+		if q := w.Value(); q != nil {
+			return q.Close()
+		}
+		return nil
 	})
 	return q, nil
 }

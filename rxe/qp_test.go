@@ -2,6 +2,7 @@ package rxe
 
 import (
 	"errors"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -33,7 +34,7 @@ func TestQPFromRings(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := q.PostSend([]SendWR{{Opcode: OpSend}}); err != uverbs.ErrClosed {
+	if err := q.PostSend([]SendWR{{Opcode: OpSend}}); !errors.Is(err, ErrClosed) || !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("PostSend after Close: %v", err)
 	}
 	if err := q.PostRecv([]RecvWR{{}}); !errors.Is(err, ErrClosed) {

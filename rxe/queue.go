@@ -57,7 +57,7 @@ func (q *sendQueue) postFunc(n int, fill func(i int, w *SendWR)) error {
 	defer q.mu.Unlock()
 	r := q.ring
 	if r == nil {
-		return ErrClosed
+		return errSendQueueClosed
 	}
 	if n > room(r, q.prod, q.maxWR) {
 		return ErrQueueFull
@@ -163,7 +163,7 @@ func (q *recvQueue) postFunc(n int, fill func(i int, w *RecvWR)) error {
 	defer q.mu.Unlock()
 	r := q.ring
 	if r == nil {
-		return ErrClosed
+		return errRecvQueueClosed
 	}
 	if n > room(r, q.prod, q.maxWR) {
 		return ErrQueueFull

@@ -1,11 +1,11 @@
 package rxe
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
 	"unsafe"
+	"weak"
 
 	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
@@ -81,7 +81,13 @@ func CreateSRQ(pd *uverbs.PD, attr uverbs.SRQInitAttr) (*SRQ, error) {
 		vsrq: vsrq,
 		num:  resp.srqNum,
 	}
-	vsrq.OnContextClose(func() { s.release() })
+	w := weak.Make(s)
+	vsrq.OnContextClose(func() error {
+		if s := w.Value(); s != nil {
+			return s.Close()
+		}
+		return nil
+	})
 	return s, nil
 }
 
@@ -126,16 +132,18 @@ func (s *SRQ) Verbs() *uverbs.SRQ { return s.vsrq }
 // the kernel has switched, the SRQ can take no more requests (PostRecv
 // returns ErrClosed) and the error says so.
 func (s *SRQ) Modify(attr uverbs.SRQAttr, mask uverbs.SRQAttrMask) error {
-	mi := new(mmInfo) // heap: the kernel writes it during the call
-	var cmd modifySRQCmd
-	binary.NativeEndian.PutUint64(rawBytes(&cmd), uint64(uintptr(unsafe.Pointer(mi))))
+	// The kernel writes the new ring's mminfo to the address in the
+	// command: pinned (on the heap, where nothing moves) until it returns.
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	mi := new(mmInfo)
+	cmd := modifySRQCmd{mmapInfoAddr: pinnedAddr(&pin, mi)}
 	s.rq.mu.Lock()
 	defer s.rq.mu.Unlock()
 	if s.rq.ring == nil {
 		return fmt.Errorf("rxe: modify_srq: %w", ErrClosed)
 	}
 	err := s.vsrq.Modify(attr, mask, rawBytes(&cmd))
-	runtime.KeepAlive(mi)
 	if err != nil || mask&uverbs.SRQMaxWR == 0 {
 		return err
 	}
@@ -174,4 +182,15 @@ func (s *SRQ) release() error {
 		return nil
 	}
 	return s.mem.Close()
+}
+
+// pinnedAddr pins *v until p is unpinned and returns its address, for a
+// driver command that carries a user address as an integer (the kernel
+// writes through it). Pinning moves v to the heap, whose objects never
+// move, and keeps it from being freed; the caller unpins after the command
+// has returned. It is the one place rxe turns a pointer into an integer
+// (TestUnsafeAddressesSanctioned in uverbs).
+func pinnedAddr[T any](p *runtime.Pinner, v *T) uint64 {
+	p.Pin(v)
+	return uint64(uintptr(unsafe.Pointer(v)))
 }

@@ -8,18 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func TestLayoutSRQStructs(t *testing.T) {
-	var c createSRQResp
-	var m modifySRQCmd
-	var r resizeCQResp
-	checkLayout(t, []layout{
-		{"sizeof(struct rxe_create_srq_resp)", unsafe.Sizeof(c), 24},
-		{"rxe_create_srq_resp.srq_num", unsafe.Offsetof(c.srqNum), 16},
-		{"sizeof(struct rxe_modify_srq_cmd)", unsafe.Sizeof(m), 8},
-		{"sizeof(struct rxe_resize_cq_resp)", unsafe.Sizeof(r), 16},
-	})
-}
-
 // An SRQ's ring holds struct rxe_recv_wqe like a QP's receive ring: PostRecv
 // writes them past the producer index and publishes all or none, without
 // allocating.

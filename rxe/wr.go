@@ -162,7 +162,7 @@ type postError struct {
 
 func (e *postError) Error() string { return e.msg }
 
-// Unwrap gives the errno and, for ErrClosed, uverbs.ErrClosed.
+// Unwrap gives the errno and, for the closed errors, ErrClosed.
 func (e *postError) Unwrap() []error {
 	if e.is == nil {
 		return []error{e.errno}
@@ -183,9 +183,18 @@ var (
 	ErrInvalidWR error = &postError{"rxe: invalid work request", unix.EINVAL, nil}
 )
 
-// ErrClosed is returned by every method of a queue that has been closed:
-// it is uverbs.ErrClosed, the one value for every package.
+// ErrClosed is matched (errors.Is) by the error of every method of a queue
+// that has been closed: it is uverbs.ErrClosed (net.ErrClosed), the one
+// value for every package.
 var ErrClosed = uverbs.ErrClosed
+
+// The closed errors of the post and poll paths, preallocated (returning
+// one allocates nothing): the verb and the object, wrapping ErrClosed.
+var (
+	errSendQueueClosed error = &postError{"rxe: post_send: queue pair closed", unix.EBADF, ErrClosed}
+	errRecvQueueClosed error = &postError{"rxe: post_recv: receive queue closed", unix.EBADF, ErrClosed}
+	errCQClosed        error = &postError{"rxe: poll_cq: completion queue closed", unix.EBADF, ErrClosed}
+)
 
 // ErrDoorbell is matched (errors.Is) by the error PostSend returns when
 // every request was written and published to the kernel but the doorbell

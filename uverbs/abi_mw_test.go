@@ -3,18 +3,19 @@ package uverbs
 import (
 	"reflect"
 	"testing"
+
+	"github.com/pureverbs/pureverbs/uverbs/abicheck"
 )
 
-// The memory window and rereg_mr commands, pinned like the rest (the table
-// is also checked against the headers by TestABISizesFromHeaders).
+// The memory window and rereg_mr commands, pinned to the header like the
+// rest (TestABIPinnedToHeaders).
 func init() {
-	layouts = append(layouts,
-		layout{"ib_uverbs_alloc_mw", of[allocMWCmd](), 16, map[string]uintptr{"Response": 0, "PDHandle": 8, "MWType": 12, "Reserved": 13}},
-		layout{"ib_uverbs_alloc_mw_resp", of[allocMWResp](), 8, map[string]uintptr{"MWHandle": 0, "RKey": 4}},
-		layout{"ib_uverbs_dealloc_mw", of[deallocMWCmd](), 4, map[string]uintptr{"MWHandle": 0}},
-		layout{"ib_uverbs_rereg_mr", of[reregMRCmd](), 48, map[string]uintptr{
-			"Response": 0, "MRHandle": 8, "Flags": 12, "Start": 16, "Length": 24, "HCAVA": 32, "PDHandle": 40, "AccessFlags": 44}},
-		layout{"ib_uverbs_rereg_mr_resp", of[reregMRResp](), 8, map[string]uintptr{"LKey": 0, "RKey": 4}},
+	pins = append(pins,
+		abicheck.Pin{C: "struct ib_uverbs_alloc_mw", Go: of[allocMWCmd]()},
+		abicheck.Pin{C: "struct ib_uverbs_alloc_mw_resp", Go: of[allocMWResp]()},
+		abicheck.Pin{C: "struct ib_uverbs_dealloc_mw", Go: of[deallocMWCmd]()},
+		abicheck.Pin{C: "struct ib_uverbs_rereg_mr", Go: of[reregMRCmd]()},
+		abicheck.Pin{C: "struct ib_uverbs_rereg_mr_resp", Go: of[reregMRResp]()},
 	)
 }
 

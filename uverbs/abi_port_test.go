@@ -1,77 +1,23 @@
 package uverbs
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
-	"unsafe"
+
+	"github.com/pureverbs/pureverbs/uverbs/abicheck"
 )
 
-// struct ib_uverbs_query_port_resp_ex: legacy_resp at 0 (40 bytes),
-// port_cap_flags2 at 40, then reserved; 48 bytes. active_speed_ex, at 44 in
-// rdma-core's headers since v49, is the last 4 bytes of Debian 12's
-// reserved[6] (starting at 42).
-var portExLayout = layout{"ib_uverbs_query_port_resp_ex", of[queryPortRespEx](), 48,
-	map[string]uintptr{"Legacy": 0, "PortCapFlags2": 40, "Reserved": 42, "ActiveSpeedEx": 44}}
-
-func TestQueryPortRespExLayout(t *testing.T) {
-	l := portExLayout
-	if got := l.typ.Size(); got != l.size {
-		t.Errorf("struct %s: Go is %d bytes, C is %d", l.name, got, l.size)
-	}
-	for name, want := range l.offsets {
-		f, ok := l.typ.FieldByName(name)
-		if !ok || f.Offset != want {
-			t.Errorf("struct %s: %s at %d (found %v), want %d", l.name, name, f.Offset, ok, want)
-		}
-	}
-}
-
-// TestQueryPortRespExFromHeader asks gcc for the size and the offsets of
-// struct ib_uverbs_query_port_resp_ex in the installed header.
-func TestQueryPortRespExFromHeader(t *testing.T) {
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("no gcc")
-	}
-	if _, err := os.Stat("/usr/include/rdma/ib_user_ioctl_verbs.h"); err != nil {
-		t.Skip("no <rdma/ib_user_ioctl_verbs.h>")
-	}
-	src := `#include <stdio.h>
-#include <stddef.h>
-#include <rdma/ib_user_verbs.h>
-#include <rdma/ib_user_ioctl_verbs.h>
-#include <rdma/ib_user_ioctl_cmds.h>
-int main(void) {
-	printf("%zu %zu %zu %zu %d %d %d\n", sizeof(struct ib_uverbs_query_port_resp_ex),
-		offsetof(struct ib_uverbs_query_port_resp_ex, legacy_resp),
-		offsetof(struct ib_uverbs_query_port_resp_ex, port_cap_flags2),
-		offsetof(struct ib_uverbs_query_port_resp_ex, reserved),
-		UVERBS_METHOD_QUERY_PORT, UVERBS_ATTR_QUERY_PORT_PORT_NUM, UVERBS_ATTR_QUERY_PORT_RESP);
-	return 0;
-}
-`
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "p.c"), []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "p")
-	if out, err := exec.Command(gcc, "-o", bin, filepath.Join(dir, "p.c")).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	out, err := exec.Command(bin).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r queryPortRespEx
-	want := fmt.Sprintf("%d %d %d %d %d %d %d", unsafe.Sizeof(r), unsafe.Offsetof(r.Legacy), unsafe.Offsetof(r.PortCapFlags2),
-		unsafe.Offsetof(r.Reserved), methodQueryPort, attrQueryPortPortNum, attrQueryPortResp)
-	if got := strings.TrimSpace(string(out)); got != want {
-		t.Errorf("header: size, offsets of legacy_resp, port_cap_flags2, reserved, method and attribute ids = %s; Go has %s", got, want)
-	}
+// struct ib_uverbs_query_port_resp_ex (active_speed_ex, in the headers
+// since Linux 6.5, is the last 4 bytes of older headers' reserved[6]) and
+// the QUERY_PORT method's ids, from the header like the rest.
+func init() {
+	pins = append(pins,
+		abicheck.Pin{C: "struct ib_uverbs_query_port_resp_ex", Go: of[queryPortRespEx](), Rename: map[string]string{"Legacy": "legacy_resp"}},
+		abicheck.Pin{C: "struct ib_uverbs_query_port_resp_ex", Exprs: map[string]uintptr{
+			"UVERBS_METHOD_QUERY_PORT":        methodQueryPort,
+			"UVERBS_ATTR_QUERY_PORT_PORT_NUM": attrQueryPortPortNum,
+			"UVERBS_ATTR_QUERY_PORT_RESP":     attrQueryPortResp,
+		}},
+	)
 }
 
 // UVERBS_METHOD_QUERY_PORT (object 0, method 2) as ibv_cmd_query_port

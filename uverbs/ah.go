@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
 
@@ -71,7 +72,8 @@ type AH struct {
 	handle uint32
 	attr   AHAttr
 	kid    *child
-	close  once
+	gate   gate
+	watch  leakcheck.Watch
 }
 
 // GlobalAH is the address vector of a RoCE address handle towards dgid:
@@ -99,6 +101,10 @@ func (pd *PD) CreateAH(attr AHAttr, driverOut []byte) (*AH, error) {
 	if !attr.IsGlobal {
 		return nil, fmt.Errorf("uverbs: %s: RoCE address handles need a global route (IsGlobal, DGID): %w", verb, unix.EINVAL)
 	}
+	if !pd.gate.enter() {
+		return nil, closedError(verb)
+	}
+	defer pd.gate.leave()
 	c := pd.ctx
 	var resp respFrame[createAHResp]
 	var f writeFrame[createAHCmd]
@@ -124,7 +130,8 @@ func (pd *PD) CreateAH(attr AHAttr, driverOut []byte) (*AH, error) {
 	}
 	copy(driverOut, resp.drv[:])
 	ah := &AH{pd: pd, handle: resp.resp.AHHandle, attr: attr}
-	ah.kid = c.kids.add(levelCQMR, ah.Close)
+	ah.kid = addChild(&c.kids, levelCQMR, ah, (*AH).Close)
+	ah.watch = watchKernelObject(ah, "AH", ah.handle)
 	return ah, nil
 }
 
@@ -141,15 +148,16 @@ func (ah *AH) Attr() AHAttr { return ah.attr }
 // requests already posted with it may fail. Once it has succeeded, Close
 // does nothing; a failed destroy may be retried.
 func (ah *AH) Close() error {
-	return ah.close.do(func() error {
+	return ah.gate.shut(func() error {
 		c := ah.pd.ctx
 		if !c.released() {
 			var f writeFrame[destroyAHCmd]
 			f.req = destroyAHCmd{AHHandle: ah.handle}
-			if err := execWrite(c, "destroy_ah", cmdDestroyAH, &f, noResp, nil, 0); err != nil {
+			if err := destroyed(c, execWrite(c, "destroy_ah", cmdDestroyAH, &f, noResp, nil, 0)); err != nil {
 				return err
 			}
 		}
+		ah.watch.Closed()
 		c.kids.remove(ah.kid)
 		return nil
 	})
@@ -173,9 +181,10 @@ func (qp *QP) DetachMcast(gid GID, lid uint16) error {
 }
 
 func (qp *QP) mcast(verb string, cmd uint32, gid GID, lid uint16) error {
-	if qp.close.closed() {
-		return fmt.Errorf("uverbs: %s: %w", verb, ErrClosed)
+	if !qp.gate.enter() {
+		return closedError(verb)
 	}
+	defer qp.gate.leave()
 	g := &qp.groups
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -3,23 +3,27 @@ package uverbs
 import (
 	"testing"
 	"unsafe"
+
+	"github.com/pureverbs/pureverbs/uverbs/abicheck"
 )
 
-// The address handle and multicast structs join the table that
-// TestABILayout and TestABISizesFromHeaders check against the headers
-// (sizes and offsets computed with gcc from Debian 12's
-// <rdma/ib_user_verbs.h>).
+// ahAttrGRH names the members of struct ib_uverbs_ah_attr's grh, which
+// ahAttrABI flattens.
+var ahAttrGRH = map[string]string{
+	"DGID": "grh.dgid", "FlowLabel": "grh.flow_label", "SGIDIndex": "grh.sgid_index",
+	"HopLimit": "grh.hop_limit", "TrafficClass": "grh.traffic_class", "GRHReserved": "grh.reserved",
+}
+
+// The address handle and multicast structs, pinned to the header like the
+// rest (TestABIPinnedToHeaders).
 func init() {
-	layouts = append(layouts,
-		layout{"ib_uverbs_ah_attr", of[ahAttrABI](), 32, map[string]uintptr{
-			"FlowLabel": 16, "SGIDIndex": 20, "HopLimit": 21, "TrafficClass": 22, "DLID": 24, "SL": 26,
-			"SrcPathBits": 27, "StaticRate": 28, "IsGlobal": 29, "PortNum": 30, "Reserved": 31}},
-		layout{"ib_uverbs_create_ah", of[createAHCmd](), 56, map[string]uintptr{
-			"Response": 0, "UserHandle": 8, "PDHandle": 16, "Reserved": 20, "Attr": 24}},
-		layout{"ib_uverbs_create_ah_resp", of[createAHResp](), 4, nil},
-		layout{"ib_uverbs_destroy_ah", of[destroyAHCmd](), 4, nil},
-		layout{"ib_uverbs_attach_mcast", of[mcastCmd](), 24, map[string]uintptr{"QPHandle": 16, "MLID": 20, "Reserved": 22}},
-		layout{"ib_uverbs_detach_mcast", of[mcastCmd](), 24, map[string]uintptr{"QPHandle": 16, "MLID": 20}},
+	pins = append(pins,
+		abicheck.Pin{C: "struct ib_uverbs_ah_attr", Go: of[ahAttrABI](), Rename: ahAttrGRH},
+		abicheck.Pin{C: "struct ib_uverbs_create_ah", Go: of[createAHCmd](), Rename: ahAttrGRH},
+		abicheck.Pin{C: "struct ib_uverbs_create_ah_resp", Go: of[createAHResp]()},
+		abicheck.Pin{C: "struct ib_uverbs_destroy_ah", Go: of[destroyAHCmd]()},
+		abicheck.Pin{C: "struct ib_uverbs_attach_mcast", Go: of[mcastCmd]()},
+		abicheck.Pin{C: "struct ib_uverbs_detach_mcast", Go: of[mcastCmd]()},
 	)
 }
 

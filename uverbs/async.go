@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+	"weak"
 
 	"golang.org/x/sys/unix"
 )
@@ -148,6 +149,15 @@ var errNoAsyncEvent = &Error{Verb: "read_async_event", Errno: unix.EAGAIN}
 // ReadAsyncEvent reads one async event without blocking. With no event
 // queued it returns an error wrapping unix.EAGAIN. It allocates nothing.
 func (c *Context) ReadAsyncEvent() (AsyncEvent, error) {
+	if !c.gate.enter() {
+		return AsyncEvent{}, closedError("read_async_event")
+	}
+	defer c.gate.leave()
+	return c.readAsyncEvent()
+}
+
+// readAsyncEvent is ReadAsyncEvent inside the gate.
+func (c *Context) readAsyncEvent() (AsyncEvent, error) {
 	var d asyncEventDesc
 	errno := readEvent(c.asyncFD.int(), unsafe.Pointer(&d), unsafe.Sizeof(d))
 	runtime.KeepAlive(c) // its cleanup closes the async fd
@@ -168,8 +178,13 @@ func (c *Context) ReadAsyncEvent() (AsyncEvent, error) {
 // going down or up), CQ errors (overrun), SRQ limit and SQ drained events,
 // and on 6.12 (not 6.1) last-WQE-reached; it never raises a device-fatal event:
 // see the package documentation about removing a device. The wait occupies
-// an OS thread. It must not run concurrently with Close.
+// an OS thread. Close ends it with ErrClosed.
 func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
+	const verb = "wait_async_event"
+	if !c.gate.enter() {
+		return AsyncEvent{}, closedError(verb)
+	}
+	defer c.gate.leave()
 	cancelFD := -1
 	if ctx.Done() != nil {
 		efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
@@ -191,18 +206,28 @@ func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 		cancelFD = efd
 	}
 	for {
-		ev, err := c.ReadAsyncEvent()
+		if c.gate.closed() { // Close is waiting for this wait to end
+			return AsyncEvent{}, closedError(verb)
+		}
+		ev, err := c.readAsyncEvent()
 		if err != errNoAsyncEvent {
 			return ev, err
 		}
 		if err := ctx.Err(); err != nil {
 			return AsyncEvent{}, err
 		}
-		fds := []unix.PollFd{{Fd: int32(c.asyncFD.int()), Events: unix.POLLIN}, {Fd: int32(cancelFD), Events: unix.POLLIN}}
+		fds := []unix.PollFd{
+			{Fd: int32(c.asyncFD.int()), Events: unix.POLLIN},
+			{Fd: int32(cancelFD), Events: unix.POLLIN},
+			{Fd: int32(c.wake.int()), Events: unix.POLLIN},
+		}
 		if _, err := unix.Ppoll(fds, nil, nil); err != nil && err != unix.EINTR {
 			return AsyncEvent{}, fmt.Errorf("uverbs: wait_async_event: poll: %w", err)
 		}
 		runtime.KeepAlive(c)
+		if fds[2].Revents != 0 {
+			return AsyncEvent{}, closedError(verb)
+		}
 		if fds[0].Revents&(unix.POLLERR|unix.POLLNVAL) != 0 {
 			return AsyncEvent{}, fmt.Errorf("uverbs: wait_async_event: async fd failed (revents %#x)", fds[0].Revents)
 		}
@@ -214,14 +239,15 @@ func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 const autoHandle = 1 << 63
 
 // eventObjects indexes the open CQs, QPs and SRQs of a Context by their
-// user handles, for ReadAsyncEvent. A handle shared by two objects of one
-// kind maps to nil: the event cannot say which it meant.
+// user handles, for ReadAsyncEvent; weakly, so that a dropped object is
+// still collected. A handle shared by two objects of one kind maps to
+// nothing: the event cannot say which it meant.
 type eventObjects struct {
 	next atomic.Uint64
 	mu   sync.Mutex
-	cqs  map[uint64]*CQ
-	qps  map[uint64]*QP
-	srqs map[uint64]*SRQ
+	cqs  map[uint64]weak.Pointer[CQ]
+	qps  map[uint64]weak.Pointer[QP]
+	srqs map[uint64]weak.Pointer[SRQ]
 }
 
 // handle returns h, or a new handle unique in the Context when h is 0.
@@ -232,23 +258,23 @@ func (e *eventObjects) handle(h uint64) uint64 {
 	return autoHandle | e.next.Add(1)
 }
 
-func addObject[T any](mu *sync.Mutex, m *map[uint64]*T, h uint64, o *T) {
+func addObject[T any](mu *sync.Mutex, m *map[uint64]weak.Pointer[T], h uint64, o *T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if *m == nil {
-		*m = make(map[uint64]*T)
+		*m = make(map[uint64]weak.Pointer[T])
 	}
 	if _, dup := (*m)[h]; dup {
-		(*m)[h] = nil
+		(*m)[h] = weak.Pointer[T]{}
 		return
 	}
-	(*m)[h] = o
+	(*m)[h] = weak.Make(o)
 }
 
-func removeObject[T any](mu *sync.Mutex, m map[uint64]*T, h uint64, o *T) {
+func removeObject[T any](mu *sync.Mutex, m map[uint64]weak.Pointer[T], h uint64, o *T) {
 	mu.Lock()
 	defer mu.Unlock()
-	if m[h] == o {
+	if m[h] == weak.Make(o) {
 		delete(m, h)
 	}
 }
@@ -274,15 +300,15 @@ func (e *eventObjects) resolve(t AsyncEventType, element uint64) AsyncEvent {
 	e.mu.Lock()
 	switch t.Kind() {
 	case KindCQ:
-		if o := e.cqs[element]; o != nil {
+		if o := e.cqs[element].Value(); o != nil {
 			ev.Object = eventObject(o.owner, o)
 		}
 	case KindQP:
-		if o := e.qps[element]; o != nil {
+		if o := e.qps[element].Value(); o != nil {
 			ev.Object = eventObject(o.init.Owner, o)
 		}
 	case KindSRQ:
-		if o := e.srqs[element]; o != nil {
+		if o := e.srqs[element].Value(); o != nil {
 			ev.Object = eventObject(o.owner, o)
 		}
 	}

@@ -3,10 +3,11 @@ package uverbs
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,13 +31,17 @@ type BufferOptions struct {
 // never moves pages the device writes to). The Go garbage collector neither
 // sees nor moves it. Register it with PD.RegisterMR; Close unmaps it.
 //
-// A Buffer dropped without Close is unmapped by a GC cleanup (a safety net,
-// not a substitute for Close). Memory regions hold their Buffer, so that
-// happens only once no MR of it is reachable either.
+// The memory outlives every slice Bytes returned until Close: a Buffer
+// dropped without Close is never unmapped behind its slices (the garbage
+// collector cannot see them: they point outside its heap). Its mapping is
+// leaked instead, and the leak check (package leakcheck) reports the
+// Buffer and where it was created. After Close the slices must not be
+// used.
 type Buffer struct {
-	mem     []byte // the whole mapping, as Mmap returned it
-	size    int    // bytes asked for
-	cleanup runtime.Cleanup
+	mem    []byte // the whole mapping, as Mmap returned it; never changed
+	size   int    // bytes asked for
+	watch  leakcheck.Watch
+	closed atomic.Bool // set by Close before it unmaps
 
 	mu   sync.Mutex
 	regs int // live memory regions on this buffer
@@ -69,22 +74,28 @@ func NewBuffer(size int, opts BufferOptions) (*Buffer, error) {
 		return nil, fmt.Errorf("uverbs: madvise(MADV_DONTFORK): %w", err)
 	}
 	b := &Buffer{mem: mem, size: size}
-	b.cleanup = runtime.AddCleanup(b, func(mem []byte) { unix.Munmap(mem) }, mem)
+	b.watch = leakcheck.Object(b, fmt.Sprintf("uverbs.Buffer of %d bytes (its mapping stays)", size), nil, struct{}{})
 	return b, nil
 }
 
 // Bytes returns the buffer's memory (Len bytes), nil after Close. The slice
-// must not be used after Close.
+// stays valid until Close, whether or not the Buffer is still referenced,
+// and must not be used after Close.
 func (b *Buffer) Bytes() []byte {
-	if b.mem == nil {
+	if b.closed.Load() {
 		return nil
 	}
 	return b.mem[:b.size:b.size]
 }
 
 // Addr returns the buffer's start address, the address memory regions and
-// work requests use.
-func (b *Buffer) Addr() uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b.mem)))) }
+// work requests use; 0 after Close.
+func (b *Buffer) Addr() uint64 {
+	if b.closed.Load() {
+		return 0
+	}
+	return mappedAddr(b.mem)
+}
 
 // Len returns the size asked for.
 func (b *Buffer) Len() int { return b.size }
@@ -99,17 +110,17 @@ func (b *Buffer) MappedLen() int { return len(b.mem) }
 func (b *Buffer) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.mem == nil {
+	if b.closed.Load() {
 		return nil
 	}
 	if n := b.regs; n != 0 {
 		return fmt.Errorf("uverbs: buffer still registered by %d memory regions: %w", n, unix.EBUSY)
 	}
-	b.cleanup.Stop()
+	b.closed.Store(true)
+	b.watch.Closed()
 	if err := unix.Munmap(b.mem); err != nil {
 		return fmt.Errorf("uverbs: munmap: %w", err)
 	}
-	b.mem = nil
 	return nil
 }
 
@@ -117,7 +128,7 @@ func (b *Buffer) Close() error {
 func (b *Buffer) register() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.mem == nil {
+	if b.closed.Load() {
 		return fmt.Errorf("uverbs: buffer: %w", ErrClosed)
 	}
 	b.regs++
@@ -129,3 +140,10 @@ func (b *Buffer) unregister() {
 	b.regs--
 	b.mu.Unlock()
 }
+
+// mappedAddr is the address of memory outside the Go heap (a mapping), as
+// the kernel takes it. The garbage collector neither moves nor frees such
+// memory, so the integer stays valid as long as the mapping: the one
+// sanctioned conversion of a pointer into an integer for memory not pinned
+// by a runtime.Pinner (see TestUnsafeAddressesSanctioned).
+func mappedAddr(mem []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))) }

@@ -11,12 +11,13 @@ import (
 // CompChannel is a completion channel: an fd that becomes readable when an
 // armed CQ attached to it gets a completion. The fd is non-blocking, so it
 // can be polled with epoll/poll.
-// A channel dropped without Close has its fd closed by a GC cleanup.
+// A channel dropped without Close has its fd closed by a GC cleanup (and
+// the leak check reports it).
 type CompChannel struct {
-	ctx   *Context
-	kid   *child
-	fd    *fileDesc
-	close once
+	ctx  *Context
+	kid  *child
+	fd   *fileDesc
+	gate gate
 }
 
 // CreateCompChannel creates a completion channel
@@ -28,14 +29,23 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 	if err := execWrite(c, "create_comp_channel", cmdCreateCompChannel, &f, &resp, nil, 0); err != nil {
 		return nil, err
 	}
-	fd := ownFD(int(resp.resp.FD))
+	fd := ownFD(int(resp.resp.FD), "uverbs.CompChannel fd")
 	if err := unix.SetNonblock(fd.int(), true); err != nil {
 		fd.close()
 		return nil, fmt.Errorf("uverbs: create_comp_channel: %w", err)
 	}
 	ch := &CompChannel{ctx: c, fd: fd}
-	ch.kid = c.kids.add(levelChannel, ch.Close)
+	ch.kid = addChild(&c.kids, levelChannel, ch, (*CompChannel).Close)
 	return ch, nil
+}
+
+// OnContextClose registers the provider's Close of the channel for the
+// Context's Close to call before anything else it closes: the provider
+// wakes the goroutines waiting on the fd and, once they have left it,
+// closes this channel. It should refer to the provider's object weakly, or
+// the Context keeps it alive.
+func (ch *CompChannel) OnContextClose(closeFn func() error) {
+	ch.ctx.kids.setCloseBy(ch.kid, closeFn)
 }
 
 // FD returns the channel fd (non-blocking), for poll or epoll. The channel
@@ -46,13 +56,20 @@ func (ch *CompChannel) FD() int { return ch.fd.int() }
 // preallocated so that polling an empty channel allocates nothing.
 var errNoCompEvent = &Error{Verb: "read_comp_event", Errno: unix.EAGAIN}
 
+// errCompEventClosed is ReadEvent's ErrClosed, preallocated.
+var errCompEventClosed = closedError("read_comp_event")
+
 // ReadEvent reads one completion event without blocking and returns the
 // user handle of the CQ it is for (CQAttr.UserHandle). With no event queued
 // it returns an error wrapping unix.EAGAIN. Every event read must later be
 // accounted for when the CQ is destroyed (see CQ.Close).
 func (ch *CompChannel) ReadEvent() (uint64, error) {
+	if !ch.gate.enter() {
+		return 0, errCompEventClosed
+	}
 	var d compEventDesc
 	errno := readEvent(ch.fd.int(), unsafe.Pointer(&d), unsafe.Sizeof(d))
+	ch.gate.leave()
 	runtime.KeepAlive(ch)
 	switch errno {
 	case 0:
@@ -68,7 +85,7 @@ func (ch *CompChannel) ReadEvent() (uint64, error) {
 // use it; destroy them first. Idempotent.
 func (ch *CompChannel) Close() error {
 	var err error
-	ch.close.do(func() error {
+	ch.gate.shut(func() error {
 		// The fd is released even when close(2) reports an error.
 		if e := ch.fd.close(); e != nil {
 			err = fmt.Errorf("uverbs: close completion channel: %w", e)

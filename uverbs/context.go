@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync/atomic"
 
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,8 +18,10 @@ const (
 )
 
 // Context is an open device: the uverbs command fd after GET_CONTEXT, and the
-// async event fd the kernel created with it. Its methods may be called from
-// several goroutines, but not concurrently with Close.
+// async event fd the kernel created with it. Its methods, and those of
+// every object under it, may be called from several goroutines, Close
+// included: once Close has begun they fail with ErrClosed, and nothing
+// reaches the kernel.
 type Context struct {
 	dev            Device
 	fd             *fileDesc
@@ -30,7 +33,14 @@ type Context struct {
 
 	kids   children     // what was created under the Context and is still open
 	events eventObjects // the CQs, QPs and SRQs async events name, by user handle
-	close  once
+	// gate is held by every command, mmap and event read on the fds;
+	// Close shuts it before it closes them.
+	gate gate
+	// wake is an eventfd Close writes (and never drains) before it shuts
+	// the gate, so that WaitAsyncEvent, which holds the gate while it
+	// polls, returns ErrClosed at once.
+	wake  *fileDesc
+	watch leakcheck.Watch
 }
 
 // Open opens d's character device and creates a device context
@@ -47,9 +57,10 @@ func Open(d Device) (*Context, error) {
 	// Both fds get GC cleanups (a safety net, not a substitute for Close):
 	// once they are closed and the rings' own cleanups have unmapped them (a
 	// mapping holds the file open), the kernel frees every object of the
-	// context. Children hold the Context, so that runs only when they are
-	// unreachable too.
-	c := &Context{dev: d, fd: ownFD(raw), driverID: d.DriverID, sysfs: hostDiscovery.sysfs}
+	// context. Children hold the Context (and it holds them only weakly),
+	// so that runs only when they are unreachable too.
+	c := &Context{dev: d, fd: ownFD(raw, "uverbs.Context command fd"), driverID: d.DriverID, sysfs: hostDiscovery.sysfs}
+	c.watch = leakcheck.Object(c, "uverbs.Context on "+d.Name, nil, struct{}{})
 	var resp respFrame[getContextResp]
 	var f writeFrame[getContextCmd]
 	f.req = getContextCmd{Response: resp.ptr()}
@@ -57,12 +68,18 @@ func Open(d Device) (*Context, error) {
 		c.fd.close()
 		return nil, err
 	}
-	c.asyncFD = ownFD(int(resp.resp.AsyncFD))
+	c.asyncFD = ownFD(int(resp.resp.AsyncFD), "uverbs.Context async event fd")
 	c.numCompVectors = int(resp.resp.NumCompVectors)
 	if err := unix.SetNonblock(c.asyncFD.int(), true); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("uverbs: get_context: async fd: %w", err)
 	}
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("uverbs: get_context: eventfd: %w", err)
+	}
+	c.wake = ownFD(wake, "uverbs.Context wake eventfd")
 	return c, nil
 }
 
@@ -91,7 +108,11 @@ func (c *Context) Mmap(offset uint64, length int) ([]byte, error) {
 	if length <= 0 || offset > 1<<62 {
 		return nil, fmt.Errorf("uverbs: mmap offset %#x length %d: %w", offset, length, unix.EINVAL)
 	}
+	if !c.gate.enter() {
+		return nil, closedError("mmap")
+	}
 	mem, err := unix.Mmap(c.fd.int(), int64(offset), length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	c.gate.leave()
 	runtime.KeepAlive(c)
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: mmap offset %#x length %d: %w", offset, length, err)
@@ -107,20 +128,27 @@ func (c *Context) AsyncFD() int { return c.asyncFD.int() }
 // NumCompVectors is the number of completion vectors of the device.
 func (c *Context) NumCompVectors() int { return c.numCompVectors }
 
-// Close destroys whatever is still open under the Context, each object
-// before what it uses (QPs, then CQs and MRs, then PDs, then completion
-// channels), has providers unmap their rings, and closes the async event fd
-// and the command fd. Afterwards the process holds no mapping, fd or pinned
-// page of the context, whatever the caller forgot to close; objects of it
-// report ErrClosed or do nothing. Close must not run concurrently with
-// methods of the Context or of its objects. It returns the first errors of
-// the destroys, if any, but closes the Context either way; it is
-// idempotent.
+// Close closes the Context and everything still open under it: it wakes
+// WaitAsyncEvent and completion channel waiters (they return ErrClosed),
+// waits for the commands under way, marks every object closed (each under
+// its provider's locks, a QP under its send lock, and the providers unmap
+// their rings), and closes the async event fd and the command fd, upon
+// which the kernel destroys every object of the context, as it does for
+// ibv_close_device. Afterwards the process holds no mapping, fd or pinned
+// page of the context, whatever the caller forgot to close, and methods of
+// the Context and its objects fail with ErrClosed without a system call.
+// Close may run concurrently with them. It returns the errors of closing
+// the fds, if any, but closes the Context either way; it is idempotent.
 func (c *Context) Close() error {
+	if w := c.wake.int(); w >= 0 {
+		unix.Write(w, eventfdOne[:])
+	}
+	runtime.KeepAlive(c)
 	var err error
-	c.close.do(func() error {
+	c.gate.shut(func() error {
+		c.watch.Closed()
 		err = c.kids.closeAll()
-		// Both fds are gone after close(2) whatever it returns, so the
+		// The fds are gone after close(2) whatever it returns, so the
 		// context counts as closed even when an error is reported.
 		if e := c.asyncFD.close(); e != nil {
 			err = errors.Join(err, fmt.Errorf("uverbs: close async fd: %w", e))
@@ -128,11 +156,16 @@ func (c *Context) Close() error {
 		if e := c.fd.close(); e != nil {
 			err = errors.Join(err, fmt.Errorf("uverbs: close %s: %w", c.dev.Path, e))
 		}
+		c.wake.close()
 		return nil
 	})
 	return err
 }
 
-// released reports whether the context was closed, so that the kernel has
-// already released every object of it: destroying a child is then a no-op.
-func (c *Context) released() bool { return c.close.closed() }
+// eventfdOne is the 8-byte count 1, what a write to an eventfd adds.
+var eventfdOne = [8]byte{1}
+
+// released reports whether the context was closed (or is being closed), so
+// that the kernel releases every object of it: destroying a child is then
+// left to the kernel.
+func (c *Context) released() bool { return c.gate.closed() }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,7 +33,8 @@ type CQ struct {
 	channel    *CompChannel
 	owner      any // reported by async events; nil: the CQ itself
 	kid        *child
-	close      once
+	gate       gate
+	watch      leakcheck.Watch
 }
 
 // CreateCQ creates a completion queue (UVERBS_METHOD_CQ_CREATE, or
@@ -49,13 +51,20 @@ func (c *Context) CreateCQ(attr CQAttr, driverOut []byte) (*CQ, error) {
 		return nil, err
 	}
 	attr.UserHandle = c.events.handle(attr.UserHandle)
+	if ch := attr.Channel; ch != nil {
+		if !ch.gate.enter() {
+			return nil, closedError(verb)
+		}
+		defer ch.gate.leave()
+	}
 	r, err := c.createCQ(attr, driverOut)
 	if err != nil {
 		return nil, err
 	}
 	cq := &CQ{ctx: c, handle: r.CQHandle, userHandle: attr.UserHandle, channel: attr.Channel, owner: attr.Owner}
 	cq.cqe.Store(int64(r.CQE))
-	cq.kid = c.kids.add(levelCQMR, cq.Close)
+	cq.kid = addChild(&c.kids, levelCQMR, cq, (*CQ).Close)
+	cq.watch = watchKernelObject(cq, "CQ", cq.handle)
 	c.events.addCQ(cq.userHandle, cq)
 	return cq, nil
 }
@@ -138,16 +147,21 @@ func (cq *CQ) UserHandle() uint64 { return cq.userHandle }
 // Channel returns the completion channel of the CQ, or nil.
 func (cq *CQ) Channel() *CompChannel { return cq.channel }
 
-// OnContextClose registers release to run when the Context's Close destroys
-// the CQ (not when Close does): the provider detaches and unmaps the ring
-// it mapped for the CQ there.
-func (cq *CQ) OnContextClose(release func()) { cq.ctx.kids.setRelease(cq.kid, release) }
+// OnContextClose registers the provider's Close of the CQ (which closes
+// this one and unmaps the ring the provider mapped) for the Context's
+// Close to call. It should refer to the provider's object weakly, or the
+// Context keeps it alive.
+func (cq *CQ) OnContextClose(closeFn func() error) { cq.ctx.kids.setCloseBy(cq.kid, closeFn) }
 
 // ReqNotify arms the CQ (IB_USER_VERBS_CMD_REQ_NOTIFY_CQ): the next
 // completion (only solicited ones if solicitedOnly) raises one event on the
 // channel. A completion that arrived before arming raises none: poll again
 // after arming. It allocates nothing.
 func (cq *CQ) ReqNotify(solicitedOnly bool) error {
+	if !cq.gate.enter() {
+		return errReqNotifyClosed
+	}
+	defer cq.gate.leave()
 	var f writeFrame[reqNotifyCQCmd]
 	f.req = reqNotifyCQCmd{CQHandle: cq.handle}
 	if solicitedOnly {
@@ -156,17 +170,21 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	return execHotWrite(cq.ctx, "req_notify_cq", cmdReqNotifyCQ, &f, noResp)
 }
 
+// errReqNotifyClosed is ReqNotify's ErrClosed, preallocated.
+var errReqNotifyClosed = closedError("req_notify_cq")
+
 // Close destroys the CQ (UVERBS_METHOD_CQ_DESTROY, or
 // IB_USER_VERBS_CMD_DESTROY_CQ on a kernel without it). A failed destroy
 // leaves the CQ as it was and may be retried; once it has succeeded, Close
 // does nothing.
 func (cq *CQ) Close() error {
-	return cq.close.do(func() error {
+	return cq.gate.shut(func() error {
 		if !cq.ctx.released() {
-			if _, err := cq.destroy(); err != nil {
+			if _, err := cq.destroy(); destroyed(cq.ctx, err) != nil {
 				return err
 			}
 		}
+		cq.watch.Closed()
 		cq.ctx.events.removeCQ(cq.userHandle, cq)
 		cq.ctx.kids.remove(cq.kid)
 		return nil

@@ -19,9 +19,10 @@ func (cq *CQ) Resize(cqe int, driverOut []byte) (int, error) {
 	if cqe <= 0 || cqe > math.MaxInt32 {
 		return 0, fmt.Errorf("uverbs: %s: cqe %d: %w", verb, cqe, unix.EINVAL)
 	}
-	if cq.close.closed() {
-		return 0, fmt.Errorf("uverbs: %s: %w", verb, ErrClosed)
+	if !cq.gate.enter() {
+		return 0, closedError(verb)
 	}
+	defer cq.gate.leave()
 	if err := checkDriverData(verb, nil, len(driverOut), 8); err != nil {
 		return 0, err
 	}

@@ -4,6 +4,14 @@ import (
 	"encoding/binary"
 )
 
+// Device capability bits of DeviceAttr.DeviceCapFlags (enum
+// ib_uverbs_device_cap_flags) that feature probes read.
+const (
+	DeviceCapFlushGlobal     uint64 = 1 << 38 // IB_UVERBS_DEVICE_FLUSH_GLOBAL: FLUSH to global visibility
+	DeviceCapFlushPersistent uint64 = 1 << 39 // IB_UVERBS_DEVICE_FLUSH_PERSISTENT: FLUSH to persistence
+	DeviceCapAtomicWrite     uint64 = 1 << 40 // IB_UVERBS_DEVICE_ATOMIC_WRITE
+)
+
 // DeviceAttr is what the extended QUERY_DEVICE command reports (the fields of
 // struct ibv_device_attr_ex that pureverbs uses).
 type DeviceAttr struct {

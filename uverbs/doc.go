@@ -10,34 +10,91 @@
 // off-heap buffers and memory regions, completion channels, and the kernel
 // side of completion queues and queue pairs.
 //
-// Applications use this package for devices ([Devices], [Open]), the
-// [Context] and its queries, protection domains ([PD]), off-heap buffers
-// ([Buffer]) and memory regions ([MR], [MR.SGE]), and GIDs
+// # The RC path
+//
+// Applications use this package for devices ([Devices], [DeviceByName],
+// [Open]), the [Context] and its queries, protection domains ([PD]),
+// off-heap buffers ([Buffer]) and memory regions ([MR], [MR.SGE]), and GIDs
 // ([Context.FindGID], [Context.NetdevGID]); completion queues and queue
-// pairs come from packages cq and qp. The [CQ], [QP], [SRQ] and [CompChannel] types
-// here are the kernel objects beneath those, for provider packages: queue
-// memory (the rings a provider such as rdma_rxe maps) is not handled here —
-// a provider passes its driver-specific response buffer to CreateCQ/CreateQP
-// and maps the rings with [Context.Mmap].
+// pairs come from packages cq and qp. One side of a reliable connection
+// (errors elided; package qp's example runs both sides):
 //
-// Ownership: every object has an idempotent Close.
-// The Context records what was created under it; its Close destroys whatever
-// is still open, each object before what it uses, has the provider unmap its
-// rings, and closes its fds, so that afterwards the process holds nothing of
-// the context. Objects dropped without Close are released by GC cleanups (a
-// safety net, not a substitute): the Context's fds close themselves, each ring
-// mapping and Buffer unmaps itself, and the kernel then frees the rest
-// (integration/ownership_test.go checks both paths against the kernel's own
-// resource counts).
+//	dev, _ := uverbs.DeviceByName("rxe0")
+//	ctx, _ := uverbs.Open(dev)                // defer ctx.Close(): it closes the rest too
+//	port, _ := ctx.QueryPort(1)
+//	sgid, _ := ctx.FindGID(1, netip.MustParseAddr("10.99.0.1")) // this side's RoCE v2 GID
+//	pd, _ := ctx.AllocPD()
+//	buf, _ := uverbs.NewBuffer(4096, uverbs.BufferOptions{})
+//	mr, _ := pd.RegisterMR(buf, uverbs.AccessLocalWrite)
+//	c, _ := cq.New(ctx, 64, nil)
+//	q, _ := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c})
+//	me := qp.Peer{QPN: q.Num(), PSN: 1, GID: sgid.GID} // send me.MarshalText() to the peer,
+//	var peer qp.Peer                                   // and peer.UnmarshalText what it sends
+//	q.Connect(peer, qp.ConnectOptions{SGID: sgid, PathMTU: port.ActiveMTU, SendPSN: me.PSN})
+//	rx, _ := mr.SGE(0, 2048)
+//	tx, _ := mr.SGE(2048, 64) // 64 bytes from buf.Bytes()[2048:]
+//	q.PostRecv([]qp.RecvWR{{ID: 1, SGEs: []uverbs.SGE{rx}}}) // receives before the peer sends
+//	q.PostSend([]qp.SendWR{{ID: 2, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []uverbs.SGE{tx}}})
+//	wc := make([]cq.WC, 8)
+//	n, _ := c.Poll(wc) // poll until both are in: wc[i].WRID, .Status (cq.Success), .Opcode
 //
-// Async events: Context.ReadAsyncEvent and WaitAsyncEvent return the events
-// of the context's async fd, each resolved to the CQ, QP or SRQ it names
-// (by user handle; the Context picks unique ones) or to its port. rdma_rxe
+// # Optional features
+//
+// Probes say whether the kernel has a feature before it is used:
+// [HaveReregMR] (rdma_rxe: Linux 6.5), and in package qp HaveAtomicWrite
+// and HaveFlush (Linux 6.2). A missing feature is a [*FeatureError]
+// naming the kernel that adds it; it matches [ErrNotSupported], the one
+// "not supported" value every package returns, as [ErrClosed] is the one
+// "closed" value.
+//
+// # Provider API
+//
+// Providers only; applications use packages cq and qp. [CQ], [QP], [SRQ],
+// [CompChannel] and [AH], their attributes ([CQAttr], [QPInitAttr],
+// [QPAttr], [QPAttrMask], [QPCap], [QPState], [QPType], [SRQInitAttr],
+// [SRQAttr], [AHAttr], [GlobalRoute]) and [Context.Mmap] are the kernel
+// objects beneath cq and qp, the way libibverbs installs driver.h for its
+// providers. Queue memory (the rings a provider such as rdma_rxe maps) is
+// not handled here: a provider passes its driver-specific response buffer
+// to CreateCQ/CreateQP and maps the rings with [Context.Mmap]. Nothing an
+// application needs returns one of these: async events report the cq and
+// qp objects ([AsyncEvent.Object], set through the attributes' Owner).
+//
+// # Ownership
+//
+// Every object has an idempotent Close. After Close nothing of
+// the object reaches the kernel: its methods fail with ErrClosed without a
+// system call (the kernel hands a freed handle to the next object), and a
+// method running when Close begins finishes before the destroy is sent.
+// The Context records, weakly, what was created under it; its Close wakes
+// the goroutines waiting on its fds (ErrClosed), has the providers close
+// what is still open (a QP under its send lock) and unmap their rings, and
+// closes its fds, upon which the kernel destroys the objects: afterwards the
+// process holds nothing of the context, and every method of it and its
+// objects returns ErrClosed. Close may run concurrently with them.
+//
+// Objects dropped without Close are released by GC cleanups where that is
+// safe (a safety net, not a substitute): fds close, ring mappings unmap, and
+// once the Context's fds are closed the kernel frees the rest. A Buffer's
+// memory is never unmapped by the collector, since slices of it may still
+// be in use; it stays mapped. Package uverbs/leakcheck records every such release
+// and names where the object was created; TestMain of the project's
+// packages fails on any (integration/ownership_test.go checks the cleanups
+// against the kernel's own resource counts).
+//
+// # Async events
+//
+// Context.ReadAsyncEvent and WaitAsyncEvent return the events
+// of the context's async fd, each resolved to the application's CQ, QP or
+// SRQ it names (by user handle; the Context picks unique ones) or to its
+// port. rdma_rxe
 // raises PORT_ERR/PORT_ACTIVE when its netdev goes down/up, CQ_ERR when a
 // CQ overruns, SRQ_LIMIT_REACHED, SQ_DRAINED and (6.12, not 6.1)
 // QP_LAST_WQE_REACHED; it never raises DEVICE_FATAL.
 //
-// Removing a device: rdma_rxe cannot disassociate its users, so
+// # Removing a device
+//
+// rdma_rxe cannot disassociate its users, so
 // `rdma link delete` (or deleting the netdev under it) blocks in the kernel
 // until every process has closed every uverbs fd of the device (the
 // Context's command and async fds, and the ring mappings, which hold the

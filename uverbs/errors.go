@@ -3,6 +3,7 @@ package uverbs
 import (
 	"errors"
 	"fmt"
+	"net"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,13 +22,20 @@ func (e *Error) Error() string { return "uverbs: " + e.Verb + ": " + e.Errno.Err
 // Unwrap returns the errno.
 func (e *Error) Unwrap() error { return e.Errno }
 
-// ErrNotSupported is returned (wrapped) when the kernel, the device or this
-// package lacks a feature that was asked for.
-var ErrNotSupported = errors.New("uverbs: not supported")
+// ErrNotSupported is matched (errors.Is) by every error saying that the
+// kernel, the device or this package lacks a feature that was asked for. It
+// is errors.ErrUnsupported itself, the one "not supported" value of every
+// pureverbs package (qp, cq, rxe, netpoll alias it); the errors returned
+// wrap it with the verb and what is missing.
+var ErrNotSupported = errors.ErrUnsupported
 
-// ErrClosed is returned by methods of an object that was already closed or
-// destroyed.
-var ErrClosed = errors.New("uverbs: object already closed")
+// ErrClosed is matched (errors.Is) by every error of a method called on an
+// object that was already closed or destroyed, or whose Context was. It is
+// net.ErrClosed itself, the one "closed" value of every pureverbs package
+// (qp, cq, rxe, netpoll, server alias it), so that code written against
+// the net package's idiom works unchanged; the errors returned wrap it with
+// the verb and the object ("uverbs: reg_mr: PD closed: ...").
+var ErrClosed = net.ErrClosed
 
 // ErrGIDUnused is returned (wrapped) when a GID table slot holds no GID. An
 // all-zero GID is never a valid address: rdma_rxe reports unpopulated slots as

@@ -1,9 +1,10 @@
 package uverbs
 
 import (
-	"runtime"
+	"fmt"
 	"sync/atomic"
 
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
 
@@ -15,21 +16,21 @@ import (
 // (runtime.KeepAlive), so the cleanup can never close it, and the number be
 // reused, mid-call.
 type fileDesc struct {
-	raw     int
-	closed  atomic.Bool
-	cleanup runtime.Cleanup
+	raw    int
+	closed atomic.Bool
+	watch  leakcheck.Watch
 }
 
-// ownFD takes ownership of raw.
-func ownFD(raw int) *fileDesc {
+// ownFD takes ownership of raw; what says what it is, for the leak check.
+func ownFD(raw int, what string) *fileDesc {
 	f := &fileDesc{raw: raw}
-	f.cleanup = runtime.AddCleanup(f, func(raw int) { unix.Close(raw) }, raw)
+	f.watch = leakcheck.Object(f, fmt.Sprintf("%s %d", what, raw), func(raw int) { unix.Close(raw) }, raw)
 	return f
 }
 
 // int is the descriptor number, -1 for none (a nil fileDesc) or once
-// closed. It is on the doorbell path: a load, no lock (closing concurrently
-// with a command is excluded by the owners' contracts).
+// closed. It is on the doorbell path: a load, no lock (the owners' gates
+// keep close from running during a command).
 func (f *fileDesc) int() int {
 	if f == nil {
 		return -1
@@ -49,6 +50,6 @@ func (f *fileDesc) close() error {
 	if !f.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	f.cleanup.Stop()
+	f.watch.Closed()
 	return unix.Close(f.raw)
 }

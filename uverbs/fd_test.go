@@ -3,9 +3,11 @@ package uverbs
 import (
 	"errors"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,7 +38,7 @@ func newPipe(t *testing.T) (r, w int) {
 
 func TestFileDescCloseOnce(t *testing.T) {
 	r, w := newPipe(t)
-	f := ownFD(w)
+	f := ownFD(w, "test pipe")
 	if f.int() != w {
 		t.Fatalf("int() = %d, want %d", f.int(), w)
 	}
@@ -64,7 +66,7 @@ func TestFileDescCloseOnce(t *testing.T) {
 
 func TestFileDescDroppedIsClosed(t *testing.T) {
 	r, w := newPipe(t)
-	ownFD(w) // dropped at once
+	ownFD(w, "test pipe") // dropped at once
 	deadline := time.Now().Add(5 * time.Second)
 	for !pipeEOF(t, r) {
 		if time.Now().After(deadline) {
@@ -72,5 +74,8 @@ func TestFileDescDroppedIsClosed(t *testing.T) {
 		}
 		runtime.GC()
 		time.Sleep(time.Millisecond)
+	}
+	if l := leakcheck.Collect(time.Second); len(l) != 1 || !strings.HasPrefix(l[0].What, "test pipe ") {
+		t.Errorf("the leak check saw %v, want the dropped pipe", l)
 	}
 }

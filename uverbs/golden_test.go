@@ -13,29 +13,38 @@ import (
 
 // fakeContext returns a Context whose command fd is a memfd: every write()
 // command lands in the file, byte for byte, and "succeeds" with an all-zero
-// response. read returns what was written since the last read.
+// response. read returns what was written since the last read. The
+// Context is closed when the test ends, and with it whatever the test
+// created under it.
 func fakeContext(t *testing.T) (c *Context, read func() []byte) {
 	t.Helper()
 	fd, err := unix.MemfdCreate("uverbs-golden", unix.MFD_CLOEXEC)
 	if err != nil {
 		t.Fatalf("memfd_create: %v", err)
 	}
-	t.Cleanup(func() { unix.Close(fd) })
+	// read uses a copy of the fd, which stays open past Context.Close.
+	rd, err := unix.Dup(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(rd) })
 	var off int64
 	read = func() []byte {
 		t.Helper()
-		end, err := unix.Seek(fd, 0, 1)
+		end, err := unix.Seek(rd, 0, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		b := make([]byte, end-off)
-		if _, err := unix.Pread(fd, b, off); err != nil {
+		if _, err := unix.Pread(rd, b, off); err != nil {
 			t.Fatal(err)
 		}
 		off = end
 		return b
 	}
-	return &Context{fd: &fileDesc{raw: fd}, dev: Device{Name: "fake0"}}, read
+	c = &Context{fd: ownFD(fd, "memfd"), dev: Device{Name: "fake0"}}
+	t.Cleanup(func() { c.Close() })
+	return c, read
 }
 
 // unhex decodes a golden hex string; spaces and '|' only separate fields.
@@ -117,6 +126,12 @@ func TestGoldenWriteCommands(t *testing.T) {
 	}
 	expectBytes(t, "req_notify_cq all", read(), unhex(t, "17000000 0400 0000 | 07000000 00000000"))
 
+	// The PD above is closed: its methods send nothing any more.
+	pd, err = c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	read()
 	pd.handle = 3
 	qpDrv := make([]byte, 32) // struct rxe_create_qp_resp
 	qp, err := pd.CreateQP(QPInitAttr{

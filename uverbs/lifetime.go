@@ -2,53 +2,100 @@ package uverbs
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
+	"weak"
 )
 
-// once runs a destroy command until it succeeds: a failed destroy (EBUSY
-// while children exist, say) can be retried, a successful one is not sent
-// again, so Close/Destroy methods are idempotent.
-type once struct {
-	mu   sync.Mutex
-	done atomic.Bool // read without mu: a Context's Close asks it of itself while destroying its children
+// gate admits an object's methods to the kernel until Close shuts it. A
+// method holds the gate (enter/leave) from its check to the end of its
+// system call; shut refuses new entries, waits for those under way, and
+// only then destroys, so that no command with the object's handle can
+// follow its destroy: the kernel hands a freed handle to the next object
+// created. Entering is two atomic adds and never blocks; a method racing
+// with Close either completes first or fails with ErrClosed.
+type gate struct {
+	users   atomic.Int64  // 2 per method inside, plus gateShut
+	drained chan struct{} // made by shut before it sets gateShut
+	mu      sync.Mutex    // serialises shut
+	done    bool          // under mu: the destroy succeeded
 }
 
-func (o *once) do(destroy func() error) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.done.Load() {
+const gateShut = 1
+
+// enter reports whether the object is open, and if so holds it open until
+// leave.
+func (g *gate) enter() bool {
+	if g.users.Add(2)&gateShut != 0 {
+		g.leave()
+		return false
+	}
+	return true
+}
+
+func (g *gate) leave() {
+	if g.users.Add(-2) == gateShut {
+		select {
+		case g.drained <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// shut closes the gate, waits until no method is inside, and runs destroy.
+// If destroy fails the gate opens again (the object stays usable and Close
+// may be retried); once it has succeeded, shut does nothing. destroy must
+// not enter the gate itself.
+func (g *gate) shut(destroy func() error) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.done {
 		return nil
 	}
+	if g.drained == nil {
+		g.drained = make(chan struct{}, 1)
+	}
+	g.users.Or(gateShut)
+	for g.users.Load() != gateShut {
+		<-g.drained
+	}
 	if err := destroy(); err != nil {
+		g.users.And(^int64(gateShut))
 		return err
 	}
-	o.done.Store(true)
+	g.done = true
 	return nil
 }
 
-// closed reports whether the destroy has succeeded.
-func (o *once) closed() bool { return o.done.Load() }
+// closed reports whether the gate is shut (or being shut).
+func (g *gate) closed() bool { return g.users.Load()&gateShut != 0 }
 
-// Levels in which Context.Close destroys what is still open: each object
-// before anything it uses (memory windows hold their MR and, bound, their
-// QP; QPs use SRQs, CQs and PDs; SRQs and MRs use PDs; CQs use channels).
+// closedError is what a method of a closed object returns.
+func closedError(verb string) error { return fmt.Errorf("uverbs: %s: %w", verb, ErrClosed) }
+
+// Levels in which Context.Close destroys what is still open: completion
+// channels first, so that their waiters wake at once (the kernel keeps a
+// channel alive while CQs use it); then each object before anything it
+// uses (memory windows hold their MR and, bound, their QP; QPs use SRQs,
+// CQs and PDs; SRQs and MRs use PDs).
 const (
-	levelMW = iota
+	levelChannel = iota
+	levelMW
 	levelQP
 	levelSRQ
 	levelCQMR
 	levelPD
-	levelChannel
 	numLevels
 )
 
-// child is one object a Context holds: how to destroy it, and what its
-// provider must release once the Context's Close has destroyed it.
+// child is one object a Context holds. The record refers to the object
+// only weakly: a child the program dropped is collected (and its
+// cleanups run) while its Context lives on.
 type child struct {
 	level   int
-	destroy func() error
-	release func() // set by OnContextClose; nil if none
+	close   func() error // the object's Close, if it is still reachable
+	closeBy func() error // set by OnContextClose: the provider's Close, run first
 }
 
 // children is the Context's record of what was created under it and is
@@ -58,9 +105,16 @@ type children struct {
 	set map[*child]struct{}
 }
 
-// add records an object; its Close removes it again with remove.
-func (cs *children) add(level int, destroy func() error) *child {
-	ch := &child{level: level, destroy: destroy}
+// addChild records obj, whose Close is closeFn; obj's Close removes it
+// again with remove.
+func addChild[T any](cs *children, level int, obj *T, closeFn func(*T) error) *child {
+	w := weak.Make(obj)
+	ch := &child{level: level, close: func() error {
+		if o := w.Value(); o != nil {
+			return closeFn(o)
+		}
+		return nil
+	}}
 	cs.mu.Lock()
 	if cs.set == nil {
 		cs.set = make(map[*child]struct{})
@@ -76,17 +130,19 @@ func (cs *children) remove(ch *child) {
 	cs.mu.Unlock()
 }
 
-// setRelease records what the provider releases after a Context-driven
-// destroy of ch.
-func (cs *children) setRelease(ch *child, f func()) {
+// setCloseBy records the provider's Close of ch's object.
+func (cs *children) setCloseBy(ch *child, f func() error) {
 	cs.mu.Lock()
-	ch.release = f
+	ch.closeBy = f
 	cs.mu.Unlock()
 }
 
-// closeAll destroys every recorded object, level by level, and runs the
-// providers' releases (unmapping rings) whether or not the destroy
-// succeeded: the Context is going away either way. It returns the destroy
+// closeAll closes every recorded object, level by level, once the
+// Context's gate is shut (so the objects send no destroy: the kernel
+// releases them all when the command fd closes): the provider's Close
+// first (which holds the provider's locks, such as a QP's send lock, while
+// it marks the object closed, and unmaps its rings), then the object's
+// own, which does nothing if the first one closed it. It returns the
 // errors joined.
 func (cs *children) closeAll() error {
 	cs.mu.Lock()
@@ -98,17 +154,29 @@ func (cs *children) closeAll() error {
 	var errs []error
 	for _, level := range levels {
 		for _, ch := range level {
-			if err := ch.destroy(); err != nil {
+			cs.mu.Lock()
+			closeBy := ch.closeBy
+			cs.mu.Unlock()
+			if closeBy != nil {
+				if err := closeBy(); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			if err := ch.close(); err != nil {
 				errs = append(errs, err)
 			}
-			cs.mu.Lock()
-			release := ch.release
-			delete(cs.set, ch)
-			cs.mu.Unlock()
-			if release != nil {
-				release()
-			}
+			cs.remove(ch)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// destroyed is the outcome of a destroy command: a Context closed
+// meanwhile has had the kernel release the object, which is what the
+// destroy was for.
+func destroyed(c *Context, err error) error {
+	if err != nil && c.released() && errors.Is(err, ErrClosed) {
+		return nil
+	}
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
 
@@ -81,7 +82,8 @@ type MR struct {
 	addr   uint64
 	length int
 	kid    *child
-	close  once
+	gate   gate
+	watch  leakcheck.Watch
 }
 
 // RegisterMR registers all of b with access (IB_USER_VERBS_CMD_REG_MR). The
@@ -104,6 +106,10 @@ func (pd *PD) registerMR(b *Buffer, off, length int, iova uint64, access Access)
 	if err := checkMRAccess(access); err != nil {
 		return nil, err
 	}
+	if !pd.gate.enter() {
+		return nil, closedError("reg_mr")
+	}
+	defer pd.gate.leave()
 	if err := b.register(); err != nil {
 		return nil, err
 	}
@@ -124,7 +130,8 @@ func (pd *PD) registerMR(b *Buffer, off, length int, iova uint64, access Access)
 	}
 	r := &resp.resp
 	mr := &MR{pd: pd, buf: b, handle: r.MRHandle, lkey: r.LKey, rkey: r.RKey, addr: iova, length: length}
-	mr.kid = pd.ctx.kids.add(levelCQMR, mr.Close)
+	mr.kid = addChild(&pd.ctx.kids, levelCQMR, mr, (*MR).Close)
+	mr.watch = watchKernelObject(mr, "MR", mr.handle)
 	return mr, nil
 }
 
@@ -172,12 +179,13 @@ func (mr *MR) Buffer() *Buffer { return mr.buf }
 // IB_USER_VERBS_CMD_DEREG_MR on a kernel without it). Idempotent; after the
 // Context was closed it only releases the buffer.
 func (mr *MR) Close() error {
-	return mr.close.do(func() error {
+	return mr.gate.shut(func() error {
 		if !mr.pd.ctx.released() {
-			if err := mr.dereg(); err != nil {
+			if err := destroyed(mr.pd.ctx, mr.dereg()); err != nil {
 				return err
 			}
 		}
+		mr.watch.Closed()
 		mr.buf.unregister()
 		mr.pd.ctx.kids.remove(mr.kid)
 		return nil

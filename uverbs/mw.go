@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,7 +35,8 @@ type MW struct {
 	typ    MWType
 	rkey   atomic.Uint32
 	kid    *child
-	close  once
+	gate   gate
+	watch  leakcheck.Watch
 }
 
 // AllocMW allocates a memory window of type t (IB_USER_VERBS_CMD_ALLOC_MW,
@@ -43,6 +45,10 @@ func (pd *PD) AllocMW(t MWType) (*MW, error) {
 	if t != MWType1 && t != MWType2 {
 		return nil, fmt.Errorf("uverbs: alloc_mw: %v: %w", t, unix.EINVAL)
 	}
+	if !pd.gate.enter() {
+		return nil, closedError("alloc_mw")
+	}
+	defer pd.gate.leave()
 	var resp respFrame[allocMWResp]
 	var f writeFrame[allocMWCmd]
 	f.req = allocMWCmd{Response: resp.ptr(), PDHandle: pd.handle, MWType: uint8(t)}
@@ -51,7 +57,8 @@ func (pd *PD) AllocMW(t MWType) (*MW, error) {
 	}
 	mw := &MW{pd: pd, handle: resp.resp.MWHandle, typ: t}
 	mw.rkey.Store(resp.resp.RKey)
-	mw.kid = pd.ctx.kids.add(levelMW, mw.Close)
+	mw.kid = addChild(&pd.ctx.kids, levelMW, mw, (*MW).Close)
+	mw.watch = watchKernelObject(mw, "MW", mw.handle)
 	return mw, nil
 }
 
@@ -82,14 +89,15 @@ func NextRKey(rkey uint32) uint32 { return rkey&^0xff | (rkey+1)&0xff }
 // Close deallocates the window (IB_USER_VERBS_CMD_DEALLOC_MW). Idempotent;
 // after the Context was closed it does nothing.
 func (mw *MW) Close() error {
-	return mw.close.do(func() error {
+	return mw.gate.shut(func() error {
 		if !mw.pd.ctx.released() {
 			var f writeFrame[deallocMWCmd]
 			f.req = deallocMWCmd{MWHandle: mw.handle}
-			if err := execWrite(mw.pd.ctx, "dealloc_mw", cmdDeallocMW, &f, noResp, nil, 0); err != nil {
+			if err := destroyed(mw.pd.ctx, execWrite(mw.pd.ctx, "dealloc_mw", cmdDeallocMW, &f, noResp, nil, 0)); err != nil {
 				return err
 			}
 		}
+		mw.watch.Closed()
 		mw.pd.ctx.kids.remove(mw.kid)
 		return nil
 	})
@@ -100,8 +108,20 @@ func (mw *MW) Close() error {
 // (IB_USER_VERBS_CMD_REREG_MR with IB_MR_REREG_PD / IB_MR_REREG_ACCESS, as
 // ibv_rereg_mr). The lkey and rkey may change: take them again afterwards.
 // It must not run while the region is used to build SGEs. rdma_rxe has it
-// from kernel 6.2 on; before, the error matches ErrNotSupported.
+// from Linux 6.5 on (HaveReregMR tells); before, the error holds a
+// *FeatureError and matches ErrNotSupported.
 func (mr *MR) Rereg(pd *PD, access *Access) error {
+	const verb = "rereg_mr"
+	if !mr.gate.enter() {
+		return closedError(verb)
+	}
+	defer mr.gate.leave()
+	if pd != nil {
+		if !pd.gate.enter() {
+			return closedError(verb)
+		}
+		defer pd.gate.leave()
+	}
 	var flags uint32
 	f := writeFrame[reregMRCmd]{}
 	var resp respFrame[reregMRResp]
@@ -126,7 +146,7 @@ func (mr *MR) Rereg(pd *PD, access *Access) error {
 	f.req.Flags = flags
 	err := execWrite(mr.pd.ctx, "rereg_mr", cmdReregMR, &f, &resp, nil, 0)
 	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
-		return fmt.Errorf("%w: %w", err, ErrNotSupported)
+		return fmt.Errorf("%w: %w", err, &FeatureError{Feature: "rereg_mr", Device: mr.pd.ctx.Device().Name, Since: reregSince})
 	}
 	if err != nil {
 		return err

@@ -1,11 +1,18 @@
 package uverbs
 
+import (
+	"fmt"
+
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
+)
+
 // PD is a protection domain.
 type PD struct {
 	ctx    *Context
 	handle uint32
 	kid    *child
-	close  once
+	gate   gate
+	watch  leakcheck.Watch
 }
 
 // AllocPD allocates a protection domain (IB_USER_VERBS_CMD_ALLOC_PD).
@@ -17,8 +24,16 @@ func (c *Context) AllocPD() (*PD, error) {
 		return nil, err
 	}
 	pd := &PD{ctx: c, handle: resp.resp.PDHandle}
-	pd.kid = c.kids.add(levelPD, pd.Close)
+	pd.kid = addChild(&c.kids, levelPD, pd, (*PD).Close)
+	pd.watch = watchKernelObject(pd, "PD", pd.handle)
 	return pd, nil
+}
+
+// watchKernelObject has the leak check report obj, a kernel object of kind
+// what, if it is dropped unclosed. Its collection releases nothing: the
+// kernel object lives until its Context closes.
+func watchKernelObject[T any](obj *T, what string, handle uint32) leakcheck.Watch {
+	return leakcheck.Object(obj, fmt.Sprintf("uverbs.%s handle %d", what, handle), nil, struct{}{})
 }
 
 // Context returns the context the PD belongs to.
@@ -30,14 +45,16 @@ func (pd *PD) Handle() uint32 { return pd.handle }
 // Close deallocates the PD (UVERBS_METHOD_PD_DESTROY, or
 // IB_USER_VERBS_CMD_DEALLOC_PD on a kernel without it). The kernel refuses
 // with EBUSY while MRs or QPs still use it; Close can then be retried. Once
-// it has succeeded, Close does nothing.
+// it has succeeded, Close does nothing, and the PD's methods return
+// ErrClosed.
 func (pd *PD) Close() error {
-	return pd.close.do(func() error {
+	return pd.gate.shut(func() error {
 		if !pd.ctx.released() {
-			if err := pd.dealloc(); err != nil {
+			if err := destroyed(pd.ctx, pd.dealloc()); err != nil {
 				return err
 			}
 		}
+		pd.watch.Closed()
 		pd.ctx.kids.remove(pd.kid)
 		return nil
 	})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
 
@@ -35,7 +36,8 @@ type QP struct {
 	init   QPInitAttr  // Cap as granted
 	groups mcastGroups // multicast groups attached, detached before destroy
 	kid    *child
-	close  once
+	gate   gate
+	watch  leakcheck.Watch
 }
 
 // CreateQP creates a queue pair (UVERBS_METHOD_QP_CREATE, or
@@ -49,6 +51,15 @@ func (pd *PD) CreateQP(attr QPInitAttr, driverOut []byte) (*QP, error) {
 	}
 	if err := checkDriverData(verb, nil, len(driverOut), 4); err != nil {
 		return nil, err
+	}
+	for _, g := range [...]*gate{&pd.gate, &attr.SendCQ.gate, &attr.RecvCQ.gate, srqGate(attr.SRQ)} {
+		if g == nil {
+			continue
+		}
+		if !g.enter() {
+			return nil, closedError(verb)
+		}
+		defer g.leave()
 	}
 	c := pd.ctx
 	attr.UserHandle = c.events.handle(attr.UserHandle)
@@ -98,7 +109,8 @@ func (pd *PD) CreateQP(attr QPInitAttr, driverOut []byte) (*QP, error) {
 		qp.handle, qp.num = r.QPHandle, r.QPN
 		qp.init.Cap = QPCap{r.MaxSendWR, r.MaxRecvWR, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInlineData}
 	}
-	qp.kid = pd.ctx.kids.add(levelQP, qp.Close)
+	qp.kid = addChild(&pd.ctx.kids, levelQP, qp, (*QP).Close)
+	qp.watch = watchKernelObject(qp, "QP", qp.handle)
 	c.events.addQP(attr.UserHandle, qp)
 	return qp, nil
 }
@@ -137,10 +149,20 @@ func createQPIoctl(driverID, pdHandle uint32, attr QPInitAttr, asyncFD int, cp *
 	return b, handle
 }
 
-// OnContextClose registers release to run when the Context's Close destroys
-// the QP (not when Close does): the provider detaches and unmaps the rings
-// it mapped for the QP there.
-func (qp *QP) OnContextClose(release func()) { qp.pd.ctx.kids.setRelease(qp.kid, release) }
+// srqGate is s's gate, nil for no SRQ.
+func srqGate(s *SRQ) *gate {
+	if s == nil {
+		return nil
+	}
+	return &s.gate
+}
+
+// OnContextClose registers the provider's Close of the QP for the
+// Context's Close to call: it closes this QP while holding the provider's
+// send lock, so that no doorbell can follow, and unmaps the provider's
+// rings. It should refer to the provider's object weakly, or the Context
+// keeps it alive.
+func (qp *QP) OnContextClose(closeFn func() error) { qp.pd.ctx.kids.setCloseBy(qp.kid, closeFn) }
 
 // PD returns the protection domain of the QP.
 func (qp *QP) PD() *PD { return qp.pd }
@@ -164,6 +186,10 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	if mask&^qpAttrAll != 0 {
 		return fmt.Errorf("uverbs: modify_qp: mask %#x: %w", uint32(mask), ErrNotSupported)
 	}
+	if !qp.gate.enter() {
+		return closedError("modify_qp")
+	}
+	defer qp.gate.leave()
 	var f writeFrame[modifyQPCmd]
 	f.req = modifyQPFrom(qp.handle, attr, mask)
 	return execWrite(qp.pd.ctx, "modify_qp", cmdModifyQP, &f, noResp, nil, 0)
@@ -172,6 +198,10 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 // Query returns the QP's current attributes (IB_USER_VERBS_CMD_QUERY_QP);
 // mask says which the caller wants, though the kernel fills in all it knows.
 func (qp *QP) Query(mask QPAttrMask) (QPAttr, QPInitAttr, error) {
+	if !qp.gate.enter() {
+		return QPAttr{}, QPInitAttr{}, closedError("query_qp")
+	}
+	defer qp.gate.leave()
 	var resp respFrame[queryQPResp]
 	var f writeFrame[queryQPCmd]
 	f.req = queryQPCmd{Response: resp.ptr(), QPHandle: qp.handle, AttrMask: uint32(mask)}
@@ -189,11 +219,18 @@ func (qp *QP) Query(mask QPAttrMask) (QPAttr, QPInitAttr, error) {
 // POST_SEND command with no work requests, as librxe sends it. It allocates
 // nothing.
 func (qp *QP) PostSendDoorbell() error {
+	if !qp.gate.enter() {
+		return errDoorbellClosed
+	}
+	defer qp.gate.leave()
 	var resp respFrame[postSendResp]
 	var f writeFrame[postSendCmd]
 	f.req = postSendCmd{Response: resp.ptr(), QPHandle: qp.handle, WQESize: doorbellWQESize}
 	return execHotWrite(qp.pd.ctx, "post_send", cmdPostSend, &f, &resp)
 }
+
+// errDoorbellClosed is PostSendDoorbell's ErrClosed, preallocated.
+var errDoorbellClosed = closedError("post_send")
 
 // Close detaches the QP from the multicast groups it is still attached to
 // (the kernel refuses to destroy it otherwise) and destroys it
@@ -201,12 +238,13 @@ func (qp *QP) PostSendDoorbell() error {
 // without it). A failed destroy may be retried; once it has succeeded,
 // Close does nothing.
 func (qp *QP) Close() error {
-	return qp.close.do(func() error {
+	return qp.gate.shut(func() error {
 		if !qp.pd.ctx.released() {
-			if _, err := qp.destroy(); err != nil {
+			if _, err := qp.destroy(); destroyed(qp.pd.ctx, err) != nil {
 				return err
 			}
 		}
+		qp.watch.Closed()
 		qp.pd.ctx.events.removeQP(qp.init.UserHandle, qp)
 		qp.pd.ctx.kids.remove(qp.kid)
 		return nil

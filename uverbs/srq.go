@@ -5,6 +5,7 @@ import (
 	"math"
 	"unsafe"
 
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,7 +54,8 @@ type SRQ struct {
 	userHandle uint64
 	owner      any // reported by async events; nil: the SRQ itself
 	kid        *child
-	close      once
+	gate       gate
+	watch      leakcheck.Watch
 }
 
 // CreateSRQ creates a shared receive queue (IB_USER_VERBS_CMD_CREATE_SRQ).
@@ -67,6 +69,10 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr, driverOut []byte) (*SRQ, error) {
 	if err := checkDriverData(verb, nil, len(driverOut), 4); err != nil {
 		return nil, err
 	}
+	if !pd.gate.enter() {
+		return nil, closedError(verb)
+	}
+	defer pd.gate.leave()
 	c := pd.ctx
 	uh := c.events.handle(attr.UserHandle)
 	r, err := c.createSRQ(pd.handle, uh, attr.Attr, driverOut)
@@ -81,7 +87,8 @@ func (pd *PD) CreateSRQ(attr SRQInitAttr, driverOut []byte) (*SRQ, error) {
 		userHandle: uh,
 		owner:      attr.Owner,
 	}
-	s.kid = c.kids.add(levelSRQ, s.Close)
+	s.kid = addChild(&c.kids, levelSRQ, s, (*SRQ).Close)
+	s.watch = watchKernelObject(s, "SRQ", s.handle)
 	c.events.addSRQ(uh, s)
 	return s, nil
 }
@@ -166,9 +173,11 @@ func (s *SRQ) UserHandle() uint64 { return s.userHandle }
 // Attr returns the attributes granted at creation.
 func (s *SRQ) Attr() SRQAttr { return s.attr }
 
-// OnContextClose registers release to run when the Context's Close destroys
-// the SRQ (not when Close does): the provider unmaps its ring there.
-func (s *SRQ) OnContextClose(release func()) { s.pd.ctx.kids.setRelease(s.kid, release) }
+// OnContextClose registers the provider's Close of the SRQ (which closes
+// this one and unmaps the provider's ring) for the Context's Close to
+// call. It should refer to the provider's object weakly, or the Context
+// keeps it alive.
+func (s *SRQ) OnContextClose(closeFn func() error) { s.pd.ctx.kids.setCloseBy(s.kid, closeFn) }
 
 // Modify changes what mask selects (IB_USER_VERBS_CMD_MODIFY_SRQ): SRQLimit
 // arms the limit event, SRQMaxWR resizes the queue. driverIn is the
@@ -179,9 +188,10 @@ func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask, driverIn []byte) error {
 	if mask&^(SRQMaxWR|SRQLimit) != 0 {
 		return fmt.Errorf("uverbs: %s: mask %#x: %w", verb, uint32(mask), ErrNotSupported)
 	}
-	if s.close.closed() {
-		return fmt.Errorf("uverbs: %s: %w", verb, ErrClosed)
+	if !s.gate.enter() {
+		return closedError(verb)
 	}
+	defer s.gate.leave()
 	var f writeFrame[modifySRQCmd]
 	f.req = modifySRQCmd{SRQHandle: s.handle, AttrMask: uint32(mask), MaxWR: attr.MaxWR, SRQLimit: attr.Limit}
 	return execWrite(s.pd.ctx, verb, cmdModifySRQ, &f, noResp, driverIn, 0)
@@ -192,9 +202,10 @@ func (s *SRQ) Modify(attr SRQAttr, mask SRQAttrMask, driverIn []byte) error {
 // the limit event has fired.
 func (s *SRQ) Query() (SRQAttr, error) {
 	const verb = "query_srq"
-	if s.close.closed() {
-		return SRQAttr{}, fmt.Errorf("uverbs: %s: %w", verb, ErrClosed)
+	if !s.gate.enter() {
+		return SRQAttr{}, closedError(verb)
 	}
+	defer s.gate.leave()
 	var resp respFrame[querySRQResp]
 	var f writeFrame[querySRQCmd]
 	f.req = querySRQCmd{Response: resp.ptr(), SRQHandle: s.handle}
@@ -209,13 +220,14 @@ func (s *SRQ) Query() (SRQAttr, error) {
 // (EBUSY) while QPs use it; a failed destroy may be retried, and once it
 // has succeeded Close does nothing.
 func (s *SRQ) Close() error {
-	return s.close.do(func() error {
+	return s.gate.shut(func() error {
 		c := s.pd.ctx
 		if !c.released() {
-			if _, err := s.destroy(); err != nil {
+			if _, err := s.destroy(); destroyed(c, err) != nil {
 				return err
 			}
 		}
+		s.watch.Closed()
 		c.events.removeSRQ(s.userHandle, s)
 		c.kids.remove(s.kid)
 		return nil

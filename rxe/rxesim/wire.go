@@ -30,6 +30,21 @@ const (
 	sgeSize = 16 // sizeof(struct rxe_sge)
 
 	wcSize = 48 // sizeof(struct ib_uverbs_wc)
+
+	wcWRID      = 0
+	wcStatus    = 8
+	wcOpcode    = 12
+	wcVendorErr = 16
+	wcByteLen   = 20
+	wcEx        = 24 // ex.imm_data or ex.invalidate_rkey
+	wcQPNum     = 28
+	wcSrcQP     = 32
+	wcFlags     = 36
+	wcPKeyIndex = 40
+	wcSLID      = 42
+	wcSL        = 44
+	wcPathBits  = 45
+	wcPortNum   = 46
 )
 
 // sendWQE is what the requester reads from a send WQE. sges and inline
@@ -106,20 +121,20 @@ func writeWC(slot []byte, w *rxe.WC) {
 	ne := binary.NativeEndian
 	s := slot[:wcSize]
 	clear(s)
-	ne.PutUint64(s[0:], w.WRID)
-	ne.PutUint32(s[8:], uint32(w.Status))
-	ne.PutUint32(s[12:], uint32(w.Opcode))
-	ne.PutUint32(s[16:], w.VendorErr)
-	ne.PutUint32(s[20:], w.ByteLen)
+	ne.PutUint64(s[wcWRID:], w.WRID)
+	ne.PutUint32(s[wcStatus:], uint32(w.Status))
+	ne.PutUint32(s[wcOpcode:], uint32(w.Opcode))
+	ne.PutUint32(s[wcVendorErr:], w.VendorErr)
+	ne.PutUint32(s[wcByteLen:], w.ByteLen)
 	if w.Flags&rxe.WCWithInvalidate != 0 {
-		ne.PutUint32(s[24:], w.Imm)
+		ne.PutUint32(s[wcEx:], w.Imm)
 	} else {
-		binary.BigEndian.PutUint32(s[24:], w.Imm)
+		binary.BigEndian.PutUint32(s[wcEx:], w.Imm)
 	}
-	ne.PutUint32(s[28:], w.QPNum)
-	ne.PutUint32(s[32:], w.SrcQP)
-	ne.PutUint32(s[36:], uint32(w.Flags))
-	ne.PutUint16(s[40:], w.PKeyIndex)
-	ne.PutUint16(s[42:], w.SLID)
-	s[44], s[45], s[46] = w.SL, w.DLIDPathBits, w.PortNum
+	ne.PutUint32(s[wcQPNum:], w.QPNum)
+	ne.PutUint32(s[wcSrcQP:], w.SrcQP)
+	ne.PutUint32(s[wcFlags:], uint32(w.Flags))
+	ne.PutUint16(s[wcPKeyIndex:], w.PKeyIndex)
+	ne.PutUint16(s[wcSLID:], w.SLID)
+	s[wcSL], s[wcPathBits], s[wcPortNum] = w.SL, w.DLIDPathBits, w.PortNum
 }

@@ -12,6 +12,7 @@
 //	rxevm run [-topology T] [-extra F] -- CMD...   run guest commands, e.g. /usr/local/bin/rxe-info
 //	rxevm host-setup [-topology T]      build the same topology on this host (loads rdma_rxe if needed)
 //	rxevm host-teardown [-topology T]   remove it again
+//	rxevm uapi                          print the include dir of Debian 13's uapi headers (fetched once) for the ABI pins; installs gcc if missing
 //
 // The guest's /init is rxevm itself, built statically for the guest from
 // the pureverbs version this rxevm was built from (see vm.SourceDir); it
@@ -57,6 +58,7 @@ func usage() {
   rxevm run [-topology veth|loopback|twovm] [-timeout D] [-extra PATH[:GUEST],...] -- GUEST-COMMAND [ARGS...]
   rxevm host-setup [-topology veth|loopback]
   rxevm host-teardown [-topology veth|loopback]
+  rxevm uapi
 environment: RXEVM_CACHE, RXEVM_ARCH (amd64, arm64), RXEVM_SUITE (kernel's Debian suite, default bookworm),
   RXEVM_KERNEL_PACKAGE, RXEVM_KERNEL_REFRESH=1, RXEVM_KERNEL + RXEVM_MODULES, RXEVM_KVM=1, RXEVM_TOPOLOGY (veth, loopback, twovm, none),
   RXEVM_UNLOADED (modules in the image the guest does not load), RXEVM_TIMEOUT, RXEVM_MEM (MiB), RXEVM_EXTRA (programs to add: path[:guest path],...), RXEVM_SOURCE`)
@@ -86,6 +88,8 @@ func main() {
 		status, err = execTest(ctx, os.Args[2], os.Args[3:])
 	case "run":
 		status, err = runCommands(ctx, os.Args[2:])
+	case "uapi":
+		err = uapi()
 	case "host-setup", "host-teardown":
 		fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 		topo := fs.String("topology", envOr("RXEVM_TOPOLOGY", "veth"), "topology to build")
@@ -122,6 +126,21 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// uapi prints the include directory of the uapi headers the ABI pins
+// compile against, fetching them (and installing gcc) first if needed.
+func uapi() error {
+	c, err := vm.DefaultCache(vm.Arch{}, os.Stderr)
+	if err != nil {
+		return err
+	}
+	dir, err := c.UAPIHeaders()
+	if err != nil {
+		return err
+	}
+	fmt.Println(dir)
+	return nil
 }
 
 func setup() error {

@@ -3,8 +3,11 @@ package ring
 import (
 	"encoding/binary"
 	"errors"
+	"reflect"
 	"testing"
 	"unsafe"
+
+	"github.com/pureverbs/pureverbs/uverbs/abicheck"
 )
 
 func mustRing(t testing.TB, elemSize, elems int) *Ring {
@@ -113,22 +116,11 @@ func TestRingIndicesStayMasked(t *testing.T) {
 	}
 }
 
+// The ring header is struct rxe_queue_buf: sizes and offsets from gcc over
+// the header (package abicheck), and the slots start at its data[].
 func TestLayoutQueueBuf(t *testing.T) {
-	var q header
-	// Computed with gcc from /usr/include/rdma/rdma_user_rxe.h.
-	for _, r := range []struct {
-		name      string
-		got, want uintptr
-	}{
-		{"sizeof(struct rxe_queue_buf)", unsafe.Sizeof(q), 384},
-		{"log2_elem_size", unsafe.Offsetof(q.log2ElemSize), 0},
-		{"index_mask", unsafe.Offsetof(q.indexMask), 4},
-		{"producer_index", unsafe.Offsetof(q.producerIndex), 128},
-		{"consumer_index", unsafe.Offsetof(q.consumerIndex), 256},
-		{"data", uintptr(HeaderSize), 384},
-	} {
-		if r.got != r.want {
-			t.Errorf("%s = %d, want %d", r.name, r.got, r.want)
-		}
-	}
+	abicheck.Check(t, []string{"rdma/rdma_user_rxe.h"}, []abicheck.Pin{{
+		C: "struct rxe_queue_buf", Go: reflect.TypeFor[header](),
+		Exprs: map[string]uintptr{"offsetof(struct rxe_queue_buf, data)": uintptr(HeaderSize)},
+	}})
 }

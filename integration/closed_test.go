@@ -1,0 +1,265 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pureverbs/pureverbs/cq"
+	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/rxe"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// The kernel hands a freed handle to the next object of its type (the
+// lowest free id of the file's xarray): after Close, re-creating an object
+// gives it the old one's handle. The closed object's methods must fail with
+// ErrClosed, and the new object must be untouched by them.
+func TestClosedHandleReuse(t *testing.T) {
+	ctx := uvOpen(t, devices(t, 1)[0])
+	buf, err := uverbs.NewBuffer(1<<16, uverbs.BufferOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Close()
+
+	// PD: RegisterMR on the closed PD must not register in the new one.
+	oldPD, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := oldPD.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Close()
+	if pd.Handle() != oldPD.Handle() {
+		t.Fatalf("the new PD has handle %d, the closed one had %d: the test proves nothing", pd.Handle(), oldPD.Handle())
+	}
+	if mr, err := oldPD.RegisterMR(buf, uverbs.AccessLocalWrite); !errors.Is(err, uverbs.ErrClosed) {
+		if mr != nil {
+			mr.Close()
+		}
+		t.Errorf("RegisterMR on a closed PD = %v, want ErrClosed", err)
+	}
+	if _, err := oldPD.AllocMW(uverbs.MWType2); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("AllocMW on a closed PD = %v, want ErrClosed", err)
+	}
+
+	// MR: Rereg of the closed MR must not change the new one.
+	oldMR, err := pd.RegisterMR(buf, uverbs.AccessLocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := oldMR.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mr, err := pd.RegisterMR(buf, uverbs.AccessLocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	if mr.Handle() != oldMR.Handle() {
+		t.Fatalf("the new MR has handle %d, the closed one had %d", mr.Handle(), oldMR.Handle())
+	}
+	access := uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite
+	if err := oldMR.Rereg(nil, &access); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("Rereg of a closed MR = %v, want ErrClosed", err)
+	}
+
+	// CQ: ReqNotify of the closed CQ must not arm the new one.
+	oldCQ, err := rxe.CreateCQ(ctx, uverbs.CQAttr{CQE: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := oldCQ.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := rxe.CreateCQ(ctx, uverbs.CQAttr{CQE: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Verbs().Handle() != oldCQ.Verbs().Handle() {
+		t.Fatalf("the new CQ has handle %d, the closed one had %d", c.Verbs().Handle(), oldCQ.Verbs().Handle())
+	}
+	if err := oldCQ.Verbs().ReqNotify(false); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("ReqNotify of a closed CQ = %v, want ErrClosed", err)
+	}
+	if _, err := oldCQ.Poll(make([]rxe.WC, 1)); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("Poll of a closed CQ = %v, want ErrClosed", err)
+	}
+
+	// QP: Modify of the closed QP must not move the new one out of RESET.
+	attr := uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: c.Verbs(), RecvCQ: c.Verbs(), Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	oldQP, err := rxe.CreateQP(pd, attr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := oldQP.Close(); err != nil {
+		t.Fatal(err)
+	}
+	q, err := rxe.CreateQP(pd, attr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if q.Verbs().Handle() != oldQP.Verbs().Handle() {
+		t.Fatalf("the new QP has handle %d, the closed one had %d", q.Verbs().Handle(), oldQP.Verbs().Handle())
+	}
+	init := &uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, AccessFlags: uverbs.AccessRemoteWrite}
+	if err := oldQP.Verbs().Modify(init, uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("Modify of a closed QP = %v, want ErrClosed", err)
+	}
+	if _, _, err := oldQP.Verbs().Query(uverbs.QPAttrState); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("Query of a closed QP = %v, want ErrClosed", err)
+	}
+	if err := oldQP.PostSend([]rxe.SendWR{{Opcode: rxe.OpSend}}); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("PostSend on a closed QP = %v, want ErrClosed", err)
+	}
+	now, _, err := q.Verbs().Query(uverbs.QPAttrState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.State != uverbs.QPStateReset {
+		t.Errorf("the new QP is in %v: a call on the closed one reached it", now.State)
+	}
+
+	// The new PD holds nothing of the closed objects' calls: once its own
+	// children are closed, it deallocates (EBUSY otherwise).
+	for _, cl := range []interface{ Close() error }{q, c, mr} {
+		if err := cl.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pd.Close(); err != nil {
+		t.Errorf("closing the new PD: %v (a stale call registered something in it)", err)
+	}
+}
+
+// Context.Close wakes every goroutine blocked on the Context's fds — in
+// cq.Channel.GetEvent, with and without a cancellable context, and in
+// WaitAsyncEvent — with ErrClosed, within 100 ms.
+func TestContextCloseWakesWaiters(t *testing.T) {
+	ctx := uvOpen(t, devices(t, 1)[0])
+	ch, err := cq.NewChannel(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cq.New(ctx, 16, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ReqNotify(false); err != nil {
+		t.Fatal(err)
+	}
+	cancelCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		who string
+		err error
+		at  time.Time
+	}
+	results := make(chan result, 4)
+	var wg sync.WaitGroup
+	for who, wait := range map[string]func() error{
+		"GetEvent":             func() error { _, err := ch.GetEvent(context.Background()); return err },
+		"GetEvent cancellable": func() error { _, err := ch.GetEvent(cancelCtx); return err },
+		"WaitAsyncEvent":       func() error { _, err := ctx.WaitAsyncEvent(context.Background()); return err },
+		"WaitAsyncEvent cancellable": func() error {
+			_, err := ctx.WaitAsyncEvent(cancelCtx)
+			return err
+		},
+	} {
+		wg.Go(func() {
+			err := wait()
+			results <- result{who, err, time.Now()}
+		})
+	}
+	time.Sleep(200 * time.Millisecond) // all four in poll(2)
+	start := time.Now()
+	if err := ctx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		select {
+		case r := <-results:
+			if !errors.Is(r.err, uverbs.ErrClosed) {
+				t.Errorf("%s after Context.Close = %v, want ErrClosed", r.who, r.err)
+			}
+			if d := r.at.Sub(start); d > 100*time.Millisecond {
+				t.Errorf("%s returned %v after Context.Close began", r.who, d)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a waiter is still blocked 10 s after Context.Close")
+		}
+	}
+	wg.Wait()
+	if _, err := ch.GetEvent(context.Background()); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("GetEvent on the channel of a closed Context = %v", err)
+	}
+	if _, err := ch.TryGetEvent(); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("TryGetEvent on the channel of a closed Context = %v", err)
+	}
+	if err := c.ReqNotify(false); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("ReqNotify on a CQ of a closed Context = %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("closing the CQ after its Context: %v", err)
+	}
+	if err := ch.Close(); err != nil {
+		t.Errorf("closing the channel after its Context: %v", err)
+	}
+}
+
+// Context.Close racing with goroutines that post sends and modify a
+// connected QP: each call either completes or fails with ErrClosed (a
+// doorbell refused after the WQEs were queued says ErrDoorbell and
+// ErrClosed), nothing crashes, and nothing is left open.
+func TestContextCloseWhilePosting(t *testing.T) {
+	a, b := pair(t, true, endOpts{})
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 2 {
+		wg.Go(func() {
+			wr := []qp.SendWR{{ID: 1, Opcode: qp.Send, SGEs: []uverbs.SGE{sge(a, 0, 64)}}}
+			wc := make([]cq.WC, 16)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				err := a.qp.PostSend(wr)
+				a.cq.Poll(wc)
+				if err != nil && !errors.Is(err, uverbs.ErrClosed) && !errors.Is(err, qp.ErrQueueFull) {
+					t.Errorf("PostSend racing Context.Close: %v", err)
+					return
+				}
+				if errors.Is(err, uverbs.ErrClosed) {
+					return
+				}
+			}
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := a.ctx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	wg.Wait()
+	if err := a.qp.PostSend([]qp.SendWR{{ID: 2, Opcode: qp.Send, SGEs: []uverbs.SGE{sge(a, 0, 64)}}}); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("PostSend after Context.Close = %v, want ErrClosed", err)
+	}
+	if _, err := a.qp.Query(); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("Query after Context.Close = %v, want ErrClosed", err)
+	}
+	_ = b
+}
