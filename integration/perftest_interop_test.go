@@ -45,7 +45,7 @@ type perftestEnd struct {
 // client.
 func startPerftest(t *testing.T, e perftestEnd, tool, dev string, port int, args []string, host string) *peer {
 	t.Helper()
-	full := append([]string{"-d", dev, "-x", "1", "-F", "-p", strconv.Itoa(port)}, args...)
+	full := append([]string{"-d", dev, "-x", gidArg(t, dev), "-F", "-p", strconv.Itoa(port)}, args...)
 	if host != "" {
 		full = append(full, host)
 	}

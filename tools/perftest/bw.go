@@ -32,9 +32,9 @@ type bwRun struct {
 	size    int
 	iters   int // per QP; ignored in duration mode
 	wrs     [][]qp.SendWR
-	sges    [][]qp.SGE
+	sges    [][]uverbs.SGE
 	recv    [][1]qp.RecvWR
-	rsge    [][1]qp.SGE
+	rsge    [][1]uverbs.SGE
 	scnt    []int
 	ccnt    []int
 	rposted []int
@@ -63,8 +63,8 @@ func newBWRun(e *end, rem []dest, size int) (*bwRun, error) {
 	n := len(e.qps)
 	r := &bwRun{
 		e: e, o: o, size: size, iters: o.iters,
-		wrs: make([][]qp.SendWR, n), sges: make([][]qp.SGE, n),
-		recv: make([][1]qp.RecvWR, n), rsge: make([][1]qp.SGE, n),
+		wrs: make([][]qp.SendWR, n), sges: make([][]uverbs.SGE, n),
+		recv: make([][1]qp.RecvWR, n), rsge: make([][1]uverbs.SGE, n),
 		scnt: make([]int, n), ccnt: make([]int, n), rposted: make([]int, n),
 		myAddr: make([]uint64, n), remAddr: make([]uint64, n), rxAddr: make([]uint64, n),
 	}
@@ -80,7 +80,7 @@ func newBWRun(e *end, rem []dest, size int) (*bwRun, error) {
 	for i := range n {
 		r.myAddr[i] = base + uint64(i*e.buffSize)
 		r.remAddr[i] = rem[i].vaddr
-		r.sges[i] = make([]qp.SGE, o.postList)
+		r.sges[i] = make([]uverbs.SGE, o.postList)
 		r.wrs[i] = make([]qp.SendWR, o.postList)
 		addr, raddr := r.myAddr[i], r.remAddr[i]
 		for j := range o.postList {
@@ -88,7 +88,7 @@ func newBWRun(e *end, rem []dest, size int) (*bwRun, error) {
 				addr = r.nextAddr(addr, j-1, r.myAddr[i])
 				raddr = r.nextAddr(raddr, j-1, r.remAddr[i])
 			}
-			r.sges[i][j] = qp.SGE{Addr: addr, Length: uint32(size), LKey: e.mr.LKey()}
+			r.sges[i][j] = uverbs.SGE{Addr: addr, Length: uint32(size), LKey: e.mr.LKey()}
 			wr := qp.SendWR{ID: uint64(i), SGEs: r.sges[i][j : j+1]}
 			if (j+1)%o.cqMod == 0 {
 				wr.Flags = qp.Signaled
@@ -126,7 +126,7 @@ func newBWRun(e *end, rem []dest, size int) (*bwRun, error) {
 			r.rxAddr[i] += uint64(e.line - udAddition)
 			rlen += udAddition
 		}
-		r.rsge[i][0] = qp.SGE{Addr: r.rxAddr[i], Length: uint32(rlen), LKey: e.mr.LKey()}
+		r.rsge[i][0] = uverbs.SGE{Addr: r.rxAddr[i], Length: uint32(rlen), LKey: e.mr.LKey()}
 		r.recv[i][0] = qp.RecvWR{ID: uint64(i), SGEs: r.rsge[i][:]}
 	}
 	return r, nil
@@ -499,6 +499,6 @@ func (r *bwRun) report() bwReport {
 }
 
 // sge is one SGE of the buffer, used by the latency loops.
-func (e *end) sge(off, length int) qp.SGE {
+func (e *end) sge(off, length int) uverbs.SGE {
 	return uverbs.SGE{Addr: e.mr.Addr() + uint64(off), Length: uint32(length), LKey: e.mr.LKey()}
 }

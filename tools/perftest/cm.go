@@ -86,7 +86,7 @@ func (x *cmExchanger) setup(c *rdmacm.Conn) error {
 	if err != nil {
 		return err
 	}
-	x.recv[0] = qp.RecvWR{ID: 1, SGEs: []qp.SGE{rs}}
+	x.recv[0] = qp.RecvWR{ID: 1, SGEs: []uverbs.SGE{rs}}
 	return c.QP().PostRecv(x.recv[:])
 }
 
@@ -195,7 +195,7 @@ func (x *cmExchanger) write(msg []byte) error {
 	if err != nil {
 		return err
 	}
-	x.sendWR[0] = qp.SendWR{ID: 2, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []qp.SGE{s}}
+	x.sendWR[0] = qp.SendWR{ID: 2, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []uverbs.SGE{s}}
 	if err := x.conn.QP().PostSend(x.sendWR[:]); err != nil {
 		return fmt.Errorf("Function ibv_post_send failed: %w", err)
 	}

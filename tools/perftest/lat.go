@@ -5,6 +5,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/uverbs"
 )
 
 // latRun is one latency run's state, allocated before the loop: one send
@@ -15,9 +16,9 @@ type latRun struct {
 	size   int
 	iters  int
 	wr     [1]qp.SendWR
-	sge    [1]qp.SGE
+	sge    [1]uverbs.SGE
 	recv   [1]qp.RecvWR
-	rsge   [1]qp.SGE
+	rsge   [1]uverbs.SGE
 	posted []int64
 	delta  []int64
 	wc     [1]cq.WC

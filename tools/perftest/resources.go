@@ -218,7 +218,7 @@ func newEnd(o *options, d *device, cm *rdmacm.Conn, cycle, line, mtu int) (e *en
 	for i := range n {
 		e.qps[i], err = qp.New(e.pd, qp.InitAttr{
 			Type: o.conn, SendCQ: e.sendCQ, RecvCQ: e.recvCQ,
-			Cap: qp.Cap{MaxSendWR: uint32(tx), MaxRecvWR: uint32(rx), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: uint32(max(o.inline, 0))},
+			Cap: qp.Cap{MaxSendWR: uint32(tx), MaxRecvWR: uint32(rx), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: uint32(max(o.inline, 0))},
 		})
 		if err != nil {
 			return e, fmt.Errorf("Couldn't create QP: %w", err)
@@ -252,7 +252,7 @@ func (e *end) connect(my, rem []dest) error {
 			if err := q.ActivateUD(qp.UDOptions{QKey: defQKey, SendPSN: my[i].psn, Port: o.ibPort}); err != nil {
 				return fmt.Errorf("Failed to modify UD QP to RTS: %w", err)
 			}
-			ah, err := qp.NewAH(e.pd, qp.AHParams{DGID: rem[i].gid, SGIDIndex: uint8(o.gidIndex), HopLimit: 0xff, Port: o.ibPort, TrafficClass: o.tclass, SL: o.sl})
+			ah, err := qp.NewAH(e.pd, qp.AHParams{DGID: rem[i].gid, SGID: e.d.gid, HopLimit: 0xff, Port: o.ibPort, TrafficClass: o.tclass, SL: o.sl})
 			if err != nil {
 				return fmt.Errorf("Failed to create AH for UD: %w", err)
 			}
@@ -270,12 +270,12 @@ func (e *end) connect(my, rem []dest) error {
 		case verbAtomic:
 			access = uverbs.AccessRemoteAtomic
 		}
-		init := qp.Attr{State: qp.Init, PortNum: o.ibPort, AccessFlags: access}
+		init := qp.Attr{State: qp.StateInit, PortNum: o.ibPort, AccessFlags: access}
 		if err := q.Modify(&init, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
 			return fmt.Errorf("Failed to modify QP to INIT: %w", err)
 		}
 		rtr := qp.Attr{
-			State: qp.RTR, PathMTU: uverbs.MTU(e.mtu), DestQPNum: rem[i].qpn, RQPSN: rem[i].psn,
+			State: qp.StateRTR, PathMTU: uverbs.MTU(e.mtu), DestQPNum: rem[i].qpn, RQPSN: rem[i].psn,
 			AH: uverbs.AHAttr{IsGlobal: true, SL: o.sl, PortNum: o.ibPort, GRH: uverbs.GlobalRoute{
 				DGID: rem[i].gid, SGIDIndex: uint8(o.gidIndex), HopLimit: 0xff, TrafficClass: o.tclass}},
 		}
@@ -291,7 +291,7 @@ func (e *end) connect(my, rem []dest) error {
 		if !toRTS {
 			continue
 		}
-		rts := qp.Attr{State: qp.RTS, SQPSN: my[i].psn}
+		rts := qp.Attr{State: qp.StateRTS, SQPSN: my[i].psn}
 		mask = qp.AttrState | qp.AttrSQPSN
 		if o.conn == qp.RC {
 			// perftest asks for 7 retries, which rxe takes as "for ever";
