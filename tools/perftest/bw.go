@@ -54,6 +54,7 @@ type bwRun struct {
 	// lastProgress and idle drive the stall check.
 	lastProgress int64
 	idle         int
+	yield        yielder
 }
 
 // newBWRun prepares a run of size-byte messages to the peer's QPs rem
@@ -353,6 +354,7 @@ func (r *bwRun) client() error {
 	}
 	r.progress()
 	for r.totS < tot || r.totC < tot || r.running() {
+		r.yield.maybe()
 		for i := range n {
 			if _, err := r.sendSide(i); err != nil {
 				return err
@@ -398,6 +400,7 @@ func (r *bwRun) server() error {
 	}
 	r.progress()
 	for r.totR < tot || r.running() {
+		r.yield.maybe()
 		if o.events {
 			if err := r.waitEvent(); err != nil {
 				return err
@@ -456,6 +459,7 @@ func (r *bwRun) bidirectional() error {
 	}
 	r.progress()
 	for r.running() || r.totC < tot || r.totR < tot {
+		r.yield.maybe()
 		if sending {
 			for i := range n {
 				if _, err := r.sendSide(i); err != nil {

@@ -27,6 +27,7 @@ type latRun struct {
 	sampled      int
 	lastProgress int64
 	idle         int
+	yield        yielder
 }
 
 // newLatRun prepares a latency run of size bytes towards the peer's
@@ -80,6 +81,7 @@ func newLatRun(e *end, rem dest, size int) *latRun {
 func (l *latRun) progress() { l.lastProgress, l.idle = now(), 0 }
 
 func (l *latRun) stalled() bool {
+	l.yield.maybe()
 	l.idle++
 	if l.idle&4095 != 0 {
 		return false

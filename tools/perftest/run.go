@@ -514,6 +514,7 @@ func (t *tool) infinitely(r *bwRun) error {
 	}
 	r.progress()
 	for {
+		r.yield.maybe()
 		if client {
 			for i := range r.e.qps {
 				if _, err := r.sendSide(i); err != nil {
