@@ -79,7 +79,7 @@ func (c *durationClock) stop() { c.state = stateEnd }
 const yieldEvery = 2 * time.Millisecond
 
 // yielder makes a spinning loop yield to the scheduler every yieldEvery,
-// reading the clock only every 256 calls.
+// reading the clock only every 16 calls.
 type yielder struct {
 	calls int
 	last  int64
@@ -88,7 +88,7 @@ type yielder struct {
 // maybe yields when yieldEvery has passed since the last time.
 func (y *yielder) maybe() {
 	y.calls++
-	if y.calls&255 != 0 {
+	if y.calls&15 != 0 {
 		return
 	}
 	if t := now(); t-y.last >= int64(yieldEvery) {
