@@ -9,7 +9,7 @@ RUN     ?= .
 ITIMEOUT ?= 20m
 export RXEVM_CACHE := $(CACHE)
 
-.PHONY: bench-perftest soak-server bench-server all setup demo test test-all itest-bare check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
+.PHONY: bench-perftest faults soak-server bench-server all setup demo test test-all itest-bare check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
 
 all: test
 
@@ -110,9 +110,13 @@ itest-selfcheck: setup
 soak: setup
 	RXEVM_SOAK=1 $(MAKE) itest RUN='$(or $(SOAKRUN),Soak)' ITIMEOUT=60m
 
-## soak-server: stream 1 000 000 frames through the server (not part of make test)
+## soak-server: stream 1 000 000 frames through the server, and again sampling heap and RSS (not part of make test)
 soak-server: setup
 	RXEVM_SOAK=1 $(MAKE) itest RUN='TestServerSoak' ITIMEOUT=60m
+
+## faults: the netem fault tests at full size (10^5 frames per fault; the normal suite runs short versions), not part of make test
+faults: setup
+	RXEVM_FAULTS=1 $(MAKE) itest RUN='$(or $(FAULTRUN),^TestNetem)' ITIMEOUT=120m
 
 ## bench-server: Go server vs perftest ib_send_bw server at 64 B..9000 B, in one boot
 bench-server: setup

@@ -166,7 +166,7 @@ func newTestChannel(t *testing.T) (*Channel, *pipeSource) {
 
 // closeAtEnd closes ch when the test ends, detaching the CQs the test
 // left on it.
-func closeAtEnd(t *testing.T, ch *Channel) {
+func closeAtEnd(t testing.TB, ch *Channel) {
 	t.Cleanup(func() {
 		ch.mu.Lock()
 		clear(ch.cqs)
@@ -671,6 +671,7 @@ func BenchmarkGetEventWait(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			closeAtEnd(b, ch)
 			h, _ := ch.reserve()
 			c := &CQ{ch: ch, handle: h}
 			ch.add(h, c)

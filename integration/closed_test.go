@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -188,9 +189,12 @@ func TestContextCloseWakesWaiters(t *testing.T) {
 	if err := ctx.Close(); err != nil {
 		t.Fatal(err)
 	}
+	var slowest time.Duration
+	defer func() { t.Logf("the slowest waiter returned %v after Context.Close began", slowest) }()
 	for range 4 {
 		select {
 		case r := <-results:
+			slowest = max(slowest, r.at.Sub(start))
 			if !errors.Is(r.err, uverbs.ErrClosed) {
 				t.Errorf("%s after Context.Close = %v, want ErrClosed", r.who, r.err)
 			}
@@ -262,4 +266,42 @@ func TestContextCloseWhilePosting(t *testing.T) {
 		t.Errorf("Query after Context.Close = %v, want ErrClosed", err)
 	}
 	_ = b
+}
+
+// The Context holds its children weakly: a CQ and a QP the program dropped
+// are collected while their Context lives on (a server's Context lives as
+// long as the server), their rings' cleanups unmap them, and the leak check
+// reports the forgotten Closes. The Context's Close copes with the kernel
+// objects left behind.
+func TestDroppedChildrenOfLiveContextAreCollected(t *testing.T) {
+	ctx := uvOpen(t, devices(t, 1)[0])
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := uvCount(t)
+	func() {
+		c, err := cq.New(ctx, 16, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c}); err != nil {
+			t.Fatal(err)
+		}
+		if got := uvCount(t); got.ringMaps <= before.ringMaps {
+			t.Fatalf("no ring mappings with the CQ and QP alive: %+v", got)
+		}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for uvCount(t).ringMaps != before.ringMaps {
+		if time.Now().After(deadline) {
+			t.Fatalf("the rings of a dropped CQ and QP are still mapped under a live Context: %+v, before %+v", uvCount(t), before)
+		}
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond)
+	}
+	claimLeaks(t, "rxe ring mapping", "uverbs.CQ", "uverbs.QP")
+	if err := ctx.Close(); err != nil {
+		t.Fatalf("Context.Close with dropped children: %v", err)
+	}
 }

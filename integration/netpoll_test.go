@@ -11,6 +11,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/netpoll"
+	"github.com/pureverbs/pureverbs/netpoll/cqsource"
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -53,7 +54,7 @@ func TestNetpollParksOnRxeCQ(t *testing.T) {
 					}
 				}
 			}
-			src, err := netpoll.NewCQSource(b.cq, make([]cq.WC, 16), deliver)
+			src, err := cqsource.New(b.cq, make([]cq.WC, 16), deliver)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -349,3 +349,64 @@ func TestCMUcmatose(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// Each connection has its own event channel: with connection A's
+// DISCONNECTED left unread, B's WaitEvent returns B's own DISCONNECTED;
+// and closing A with its event still unread returns at once (nothing
+// waits for an acknowledgement).
+func TestCMPerConnectionEvents(t *testing.T) {
+	devices(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	l, err := rdmacm.Listen(ctx, "10.99.0.1:7513", rdmacm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan *rdmacm.Conn, 2)
+	go func() {
+		for range 2 {
+			c, err := l.Accept(ctx)
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	var clients, servers [2]*rdmacm.Conn
+	for i := range clients {
+		if clients[i], err = rdmacm.Dial(ctx, "10.99.0.1:7513", rdmacm.Options{Source: cmAddr1}); err != nil {
+			t.Fatal(err)
+		}
+		defer clients[i].Close()
+		if servers[i] = <-accepted; servers[i] == nil {
+			t.Fatal("accept failed")
+		}
+		defer servers[i].Close()
+	}
+	byPort := map[uint16]*rdmacm.Conn{}
+	for _, s := range servers {
+		byPort[s.RemoteAddr().Port()] = s
+	}
+	a, b := byPort[clients[0].LocalAddr().Port()], byPort[clients[1].LocalAddr().Port()]
+	if a == nil || b == nil {
+		t.Fatalf("server sides by client port: %v", byPort)
+	}
+	clients[0].Close()
+	time.Sleep(500 * time.Millisecond) // A's DISCONNECTED is queued, unread
+	clients[1].Close()
+	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer wcancel()
+	ev, err := b.WaitEvent(wctx)
+	if err != nil || ev.Type != uverbs.CMEventDisconnected {
+		t.Fatalf("B: %v, %v; want its DISCONNECTED", ev.Type, err)
+	}
+	start := time.Now()
+	if err := a.Close(); err != nil {
+		t.Errorf("closing A with an unread event: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("closing A with an unread event took %v", took)
+	}
+}

@@ -3,8 +3,14 @@
 package integration
 
 import (
+	"regexp"
 	"testing"
 	"time"
+)
+
+var (
+	twoVMGoNotYet = regexp.MustCompile(`rejected: reason 8|ADDR_ERROR: connection timed out|UNREACHABLE`)
+	twoVMCNotYet  = regexp.MustCompile(`RDMA_CM_EVENT_REJECTED, error 8|RDMA_CM_EVENT_ADDR_ERROR, error -110|RDMA_CM_EVENT_UNREACHABLE`)
 )
 
 // rping between two VMs, Go and C both ways: VM a serves (C rping, then
@@ -26,12 +32,13 @@ func TestTwoVMRping(t *testing.T) {
 				checkPings(t, "server (vm a, "+tc.server+")", out, true, count)
 				return
 			}
-			notYet := goRpingRejected
+			notYet := twoVMGoNotYet
 			if tc.client == "/usr/bin/rping" {
-				notYet = cRpingRejected
+				notYet = twoVMCNotYet
 			}
-			// A may still be booting or starting its server: a connect
-			// before it listens is rejected at once (reason 8), and retried.
+			// A may still be booting (its address does not resolve yet:
+			// ADDR_ERROR, ETIMEDOUT) or starting its server (a connect is
+			// rejected at once, reason 8): both are retried.
 			out := runClientUntilListening(t, 120*time.Second, notYet, tc.client, append([]string{"-c", "-a", peerAddr, "-V"}, common...)...)
 			checkPings(t, "client (vm b, "+tc.client+")", out, false, count)
 		})

@@ -63,6 +63,8 @@ const (
 	DefaultParkAfter = 256
 	// DefaultBufferSize holds the largest UDP datagram.
 	DefaultBufferSize = 64 << 10
+	// DefaultSendBuffer is how many bytes Send may hold back per stream.
+	DefaultSendBuffer = 4 << 20
 )
 
 // Config configures a Driver. Zero fields take the defaults above.
@@ -96,6 +98,9 @@ type Config struct {
 	// BufferSize is the receive buffer: longer datagrams are truncated
 	// (zero: DefaultBufferSize).
 	BufferSize int
+	// SendBuffer bounds the bytes Send holds back for one stream socket
+	// whose kernel buffer is full (zero: DefaultSendBuffer).
+	SendBuffer int
 }
 
 // withDefaults validates c and fills in zero fields.
@@ -110,7 +115,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PerQueue && c.Backend != RecvBusy {
 		return c, fmt.Errorf("netpoll: config: per-queue needs backend recv-busy, not %v", c.Backend)
 	}
-	if c.Wait < 0 || c.BusyPoll < 0 || c.ParkAfter < 0 || c.BufferSize < 0 {
+	if c.Wait < 0 || c.BusyPoll < 0 || c.ParkAfter < 0 || c.BufferSize < 0 || c.SendBuffer < 0 {
 		return c, fmt.Errorf("netpoll: config: negative value")
 	}
 	if c.BusyPoll/time.Microsecond > math.MaxInt32 {
@@ -127,6 +132,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.BufferSize == 0 {
 		c.BufferSize = DefaultBufferSize
+	}
+	if c.SendBuffer == 0 {
+		c.SendBuffer = DefaultSendBuffer
 	}
 	return c, nil
 }

@@ -2,9 +2,10 @@
 
 package netpoll
 
-// CompletionQueue is a completion queue as the driver polls it. The cq
-// package adapts its queues to this interface; the driver calls every method
-// on its loop's goroutine only.
+// CompletionQueue is a completion queue as the driver polls it. Package
+// netpoll/cqsource adapts cq's queues to it (netpoll itself does not import
+// the verbs packages). The driver calls every method on its loop's goroutine
+// only.
 //
 // Every pass calls Drain. Before a backend sleeps it calls Arm on each queue
 // not armed yet, then Drain once more (a completion that arrived before the

@@ -5,7 +5,9 @@
 // locked OS thread ([Driver.Run]) or one pass at a time ([Driver.Poll]).
 // Sources are UDP and TCP sockets (raw descriptors or net.Conn and
 // net.PacketConn values, through their SyscallConn) and completion queues
-// ([CompletionQueue]). Data and closes are reported to a [Handler].
+// ([CompletionQueue]; package netpoll/cqsource adapts cq's, so a program
+// that polls only sockets does not link the verbs packages). Data and closes
+// are reported to a [Handler].
 //
 // # Backends
 //
@@ -17,7 +19,11 @@
 //     kernel polls the NIC queue for [Config.BusyPoll], then sleeps until an
 //     event or the timeout. A zero timeout would skip the busy loop, so this
 //     backend sleeps by design. One epoll instance tracks one NAPI id: with
-//     sockets on several RX queues only one queue is busy-polled.
+//     sockets on several RX queues only one queue is busy-polled. A pass
+//     that must not sleep because completion queues had work polls each
+//     socket queue once instead, as RecvBusy with PerQueue does (sockets
+//     get SO_BUSY_POLL for it), so busy completion queues do not stop the
+//     sockets' busy polling.
 //   - [RecvBusy]: no epoll. A non-blocking recvmsg on every socket every
 //     pass, with SO_BUSY_POLL set on each: an empty read runs one NAPI pass
 //     in the kernel, then returns EAGAIN. Never sleeps; one syscall per
@@ -48,6 +54,21 @@
 //
 // Handlers run on the loop's goroutine. Add*, Remove and Stats are safe from
 // any goroutine at any time, including from handlers; additions and
-// removals take effect at the start of the next pass. Send and SendTo are
-// for handlers (or the goroutine calling Poll).
+// removals take effect at the start of the next pass. Send, SendTo and
+// Buffered are for handlers (or the goroutine calling Poll).
+//
+// # Sending
+//
+// Send never blocks. On a stream whose kernel buffer is full it holds the
+// rest back (up to [Config.SendBuffer] per stream), watches the socket for
+// writability (EPOLLOUT; RecvBusy without PerQueue retries every pass) and
+// writes it, in order and before anything sent later, as the peer reads.
+// Datagrams are never held back: a full buffer is an EAGAIN error.
+//
+// # Ids
+//
+// A [ConnID] is a slot and the slot's generation. A slot is reused only after
+// [Handler.OnClosed] for its previous source has returned, and a stale id (one
+// whose source is gone) is ErrNoSource for Remove, Send and Buffered, never
+// the slot's new source.
 package netpoll

@@ -59,6 +59,7 @@ type Driver struct {
 	rx         *recvBuf
 	pq         perQueue
 	empty      int // Park: consecutive empty passes
+	writers    int // streams holding back data for Send
 
 	stats counters
 }
@@ -150,7 +151,7 @@ func (d *Driver) Backend() Backend { return d.cfg.Backend }
 func (d *Driver) AddFD(fd int) (ConnID, error) {
 	src, err := d.socketSource(fd)
 	if err != nil {
-		return -1, err
+		return 0, err
 	}
 	src.owned = true
 	return d.add(src)
@@ -163,17 +164,17 @@ func (d *Driver) AddFD(fd int) (ConnID, error) {
 func (d *Driver) AddConn(c syscall.Conn) (ConnID, error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return -1, fmt.Errorf("netpoll: add conn: %w", err)
+		return 0, fmt.Errorf("netpoll: add conn: %w", err)
 	}
 	dup := -1
 	var derr error
 	if err := rc.Control(func(fd uintptr) {
 		dup, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
 	}); err != nil {
-		return -1, fmt.Errorf("netpoll: add conn: %w", err)
+		return 0, fmt.Errorf("netpoll: add conn: %w", err)
 	}
 	if derr != nil {
-		return -1, fmt.Errorf("netpoll: add conn: dup: %w", derr)
+		return 0, fmt.Errorf("netpoll: add conn: dup: %w", derr)
 	}
 	id, err := d.AddFD(dup)
 	if err != nil {
@@ -186,7 +187,7 @@ func (d *Driver) AddConn(c syscall.Conn) (ConnID, error) {
 // OnClosed reports the id, its owner may.
 func (d *Driver) AddCQ(cq CompletionQueue) (ConnID, error) {
 	if cq == nil {
-		return -1, errors.New("netpoll: nil completion queue")
+		return 0, errors.New("netpoll: nil completion queue")
 	}
 	return d.add(source{kind: kindCQ, fd: cq.FD(), cq: cq})
 }
@@ -209,7 +210,7 @@ func (d *Driver) socketSource(fd int) (source, error) {
 	if src.family, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_DOMAIN); err != nil {
 		return source{}, fmt.Errorf("netpoll: add fd %d: SO_DOMAIN: %w", fd, err)
 	}
-	if d.cfg.Backend == RecvBusy {
+	if d.cfg.Backend == RecvBusy || d.cfg.Backend == EpollBusy {
 		if err := d.setBusyPoll(fd); err != nil {
 			return source{}, err
 		}
@@ -217,7 +218,10 @@ func (d *Driver) socketSource(fd int) (source, error) {
 	return src, nil
 }
 
-// setBusyPoll makes an empty read of fd run a NAPI pass (RecvBusy).
+// setBusyPoll makes an empty read of fd run a NAPI pass: RecvBusy's every
+// read, and EpollBusy's while completion queues keep it from sleeping.
+// EpollBusy sets only SO_BUSY_POLL (which needs no capability): its
+// preference and budget are the epoll instance's.
 func (d *Driver) setBusyPoll(fd int) error {
 	set := func(opt string, name, v int) error {
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, name, v); err != nil {
@@ -231,6 +235,9 @@ func (d *Driver) setBusyPoll(fd int) error {
 	}
 	if err := set("SO_BUSY_POLL", unix.SO_BUSY_POLL, int(d.cfg.BusyPoll/time.Microsecond)); err != nil {
 		return err
+	}
+	if d.cfg.Backend != RecvBusy {
+		return nil
 	}
 	if d.cfg.PreferBusyPoll {
 		if err := set("SO_PREFER_BUSY_POLL", unix.SO_PREFER_BUSY_POLL, 1); err != nil {
@@ -246,19 +253,20 @@ func (d *Driver) setBusyPoll(fd int) error {
 }
 
 // Remove takes a source out. It leaves at the start of the next pass, when
-// the driver closes what it owns and calls OnClosed with Removed.
+// the driver closes what it owns and calls OnClosed with Removed. An id
+// already removed, or already reported closed, is ErrNoSource.
 func (d *Driver) Remove(id ConnID) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	i := int(id)
+	i := id.slot()
 	if d.closed {
-		return ErrClosed
+		return errClosed("remove")
 	}
-	if i < 0 || i >= len(d.used) || d.used[i] != slotUsed {
-		return fmt.Errorf("netpoll: remove %d: %w", i, ErrNoSource)
+	if i >= len(d.used) || d.used[i] != slotUsed || d.gens[i] != id.gen() {
+		return fmt.Errorf("netpoll: remove %v: %w", id, ErrNoSource)
 	}
 	d.used[i] = slotRemoving
-	d.ops = append(d.ops, op{remove: true, index: i, gen: d.gens[i]})
+	d.ops = append(d.ops, op{remove: true, index: i, gen: id.gen()})
 	d.pending.Store(true)
 	d.signal()
 	return nil
@@ -277,7 +285,7 @@ func (d *Driver) Run(ctx context.Context) error {
 	}
 	defer d.running.Unlock()
 	if d.closing.Load() {
-		return ErrClosed
+		return errClosed("run")
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -304,7 +312,7 @@ func (d *Driver) Poll() error {
 	}
 	defer d.running.Unlock()
 	if d.closing.Load() {
-		return ErrClosed
+		return errClosed("poll")
 	}
 	return d.pass()
 }
@@ -341,26 +349,20 @@ func (d *Driver) signal() {
 	}
 }
 
-// Send writes p on the source's connected socket without blocking and
-// returns how much was written. Call it from a handler.
-func (d *Driver) Send(id ConnID, p []byte) (int, error) {
-	return d.SendTo(id, p, netip.AddrPort{})
-}
-
-// errSendAgain is EAGAIN from Send, allocated once: a full socket buffer is
-// a hot error path.
-var errSendAgain = os.NewSyscallError("sendto", unix.EAGAIN)
-
 // SendTo sends the datagram p to addr on the source's socket without
 // blocking (a zero addr sends on a connected socket). Call it from a
-// handler. It allocates nothing unless it fails with an error other than
-// EAGAIN.
+// handler. A full socket buffer is an error that wraps EAGAIN: datagrams are
+// not held back (see Send for streams). It allocates nothing unless it fails
+// with an error other than EAGAIN.
 func (d *Driver) SendTo(id ConnID, p []byte, addr netip.AddrPort) (int, error) {
-	i := int(id)
-	if i < 0 || i >= len(d.slots) || (d.slots[i].kind != kindDgram && d.slots[i].kind != kindStream) {
-		return 0, ErrNoSource
+	i, err := d.socketSlot(id)
+	if err != nil {
+		return 0, err
 	}
 	s := &d.slots[i]
+	if s.kind == kindStream {
+		return d.sendStream(i, p)
+	}
 	n, e := sendTo(s.fd, s.family, p, addr)
 	switch e {
 	case 0:
@@ -370,3 +372,16 @@ func (d *Driver) SendTo(id ConnID, p []byte, addr netip.AddrPort) (int, error) {
 	}
 	return 0, os.NewSyscallError("sendto", e)
 }
+
+// socketSlot is the slot of the live socket source id names.
+func (d *Driver) socketSlot(id ConnID) (int, error) {
+	i := id.slot()
+	if i >= len(d.slots) || !d.slots[i].socket() || d.slots[i].gen != id.gen() {
+		return 0, ErrNoSource
+	}
+	return i, nil
+}
+
+// errSendAgain is EAGAIN from SendTo, allocated once: a full socket buffer
+// is a hot error path.
+var errSendAgain = os.NewSyscallError("sendto", unix.EAGAIN)

@@ -196,7 +196,7 @@ func TestErrorClosesOnlyThatSource(t *testing.T) {
 	}
 }
 
-// Ids are slot indexes: a removed source's id goes to the next source, and
+// A removed source's slot goes to the next source (under a new id), and
 // events for the old occupant do not reach the new one.
 func TestSlotReuse(t *testing.T) {
 	rec := &recorder{}
@@ -213,8 +213,10 @@ func TestSlotReuse(t *testing.T) {
 	if err := d.Remove(idB); !errors.Is(err, ErrNoSource) {
 		t.Fatalf("second Remove: %v, want ErrNoSource", err)
 	}
-	if err := d.Remove(99); !errors.Is(err, ErrNoSource) {
-		t.Fatalf("Remove(99): %v, want ErrNoSource", err)
+	for _, bad := range []ConnID{0, newConnID(99, 1), newConnID(idB.slot(), idB.gen()+1)} {
+		if err := d.Remove(bad); !errors.Is(err, ErrNoSource) {
+			t.Fatalf("Remove(%v): %v, want ErrNoSource", bad, err)
+		}
 	}
 	if err := d.Poll(); err != nil {
 		t.Fatal(err)
@@ -227,8 +229,8 @@ func TestSlotReuse(t *testing.T) {
 	udpDial(t, b.LocalAddr()).Write([]byte("to the old occupant"))
 	c := udpListen(t)
 	idC := addConn(t, d, c)
-	if idC != idB {
-		t.Fatalf("new source got id %d, want the freed %d", idC, idB)
+	if idC.slot() != idB.slot() || idC == idB {
+		t.Fatalf("new source got id %v, want the freed slot of %v under a new generation", idC, idB)
 	}
 	udpDial(t, c.LocalAddr()).Write([]byte("to the new one"))
 	for range 100 {
@@ -251,7 +253,7 @@ func TestAddRemoveWhileRunning(t *testing.T) {
 			var d *Driver
 			rec := &recorder{}
 			var once sync.Once
-			var fromHandler ConnID = -1
+			var fromHandler ConnID
 			rec.echo = func(id ConnID, p []byte, from netip.AddrPort) {
 				if string(p) == "remove me" {
 					once.Do(func() {
@@ -300,7 +302,7 @@ func TestAddRemoveWhileRunning(t *testing.T) {
 					t.Errorf("close %+v, want Removed", c)
 				}
 			}
-			if fromHandler < 0 {
+			if fromHandler == 0 {
 				t.Errorf("the handler never saw its datagram")
 			}
 		})

@@ -4,6 +4,7 @@ package netpoll
 
 import (
 	"errors"
+	"fmt"
 	"net"
 
 	"golang.org/x/sys/unix"
@@ -25,12 +26,16 @@ var (
 
 	// ErrClosed: the driver was closed. It is net.ErrClosed, the one
 	// "closed" value of every pureverbs package (uverbs.ErrClosed is the
-	// same).
+	// same). Errors returned after Close wrap it with what was refused.
 	ErrClosed = net.ErrClosed
 	// ErrRunning: Run or Poll is already running on this driver.
 	ErrRunning = errors.New("netpoll: driver already running")
 	// ErrNoSource: no source has that id (never added, or already gone).
 	ErrNoSource = errors.New("netpoll: no such source")
+	// ErrSendBufferFull: Send would hold back more than Config.SendBuffer
+	// bytes for one stream; nothing of that call was taken beyond the
+	// count Send returned.
+	ErrSendBufferFull = errors.New("netpoll: send buffer full")
 )
 
 // BusyPollError is the kernel refusing a busy-poll setting or call, with the
@@ -89,6 +94,9 @@ func (e *BusyPollError) Unwrap() []error {
 	}
 	return []error{e.Errno}
 }
+
+// errClosed is ErrClosed for op.
+func errClosed(op string) error { return fmt.Errorf("netpoll: %s: driver closed: %w", op, ErrClosed) }
 
 // busyPollError wraps a non-zero errno from op, or returns nil.
 func busyPollError(op string, errno unix.Errno) error {

@@ -4,6 +4,7 @@ package netpoll
 
 import (
 	"errors"
+	"net"
 	"os"
 	"runtime"
 	"strings"
@@ -176,5 +177,47 @@ func TestSocketBusyPollNeedsCapNetAdmin(t *testing.T) {
 			unix.Close(fd)
 			t.Errorf("%s: AddFD as root: %v", op, err)
 		}
+	}
+}
+
+// netpoll's sentinels are the standard library's (the one closed and the
+// one not-supported value of every package here), and what it returns
+// names what was refused.
+func TestSentinelsAreStandardOnes(t *testing.T) {
+	if ErrClosed != net.ErrClosed || ErrNotSupported != errors.ErrUnsupported {
+		t.Errorf("ErrClosed %v, ErrNotSupported %v: want net.ErrClosed and errors.ErrUnsupported", ErrClosed, ErrNotSupported)
+	}
+	if err := busyPollError("EPIOCSPARAMS", unix.ENOTTY); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("%v does not match errors.ErrUnsupported", err)
+	}
+	d, err := New(Config{Backend: EpollSpin}, &recorder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	for op, err := range map[string]error{"poll": d.Poll(), "run": d.Run(t.Context()), "remove": d.Remove(newConnID(0, 1))} {
+		if !errors.Is(err, net.ErrClosed) || !strings.Contains(err.Error(), "netpoll: "+op) {
+			t.Errorf("%s after Close: %v, want net.ErrClosed naming netpoll: %s", op, err, op)
+		}
+	}
+	if _, err := d.AddConn(udpListen(t)); !errors.Is(err, net.ErrClosed) || !strings.Contains(err.Error(), "netpoll: add") {
+		t.Errorf("add after Close: %v", err)
+	}
+}
+
+// EpollBusy sets only SO_BUSY_POLL on its sockets (for the passes in which
+// completion queues keep it from sleeping): its preference and budget are
+// the epoll instance's, so adding a socket needs no CAP_NET_ADMIN.
+func TestEpollBusyAddNeedsNoCapNetAdmin(t *testing.T) {
+	d := newDriver(t, Config{Backend: EpollBusy, PreferBusyPoll: true, BusyPollBudget: 8}, &recorder{})
+	fd, _ := rawUDP(t)
+	var err error
+	withoutCapNetAdmin(t, func() { _, err = d.AddFD(fd) })
+	if err != nil {
+		unix.Close(fd)
+		t.Fatalf("AddFD without CAP_NET_ADMIN: %v", err)
+	}
+	if v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL); err != nil || v == 0 {
+		t.Errorf("SO_BUSY_POLL %d, %v: want it set", v, err)
 	}
 }

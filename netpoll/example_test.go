@@ -15,12 +15,12 @@ import (
 type printer struct{ stop context.CancelFunc }
 
 func (p printer) OnData(id netpoll.ConnID, b []byte, from netip.AddrPort) {
-	fmt.Printf("source %d: %s\n", id, b)
+	fmt.Printf("source %v: %s\n", id, b)
 	p.stop()
 }
 
 func (p printer) OnClosed(id netpoll.ConnID, reason netpoll.CloseReason, err error) {
-	fmt.Printf("source %d: %v\n", id, reason)
+	fmt.Printf("source %v: %v\n", id, reason)
 }
 
 func Example() {
@@ -56,6 +56,6 @@ func Example() {
 		fmt.Println(err)
 	}
 	// Output:
-	// source 0: hello
-	// source 0: removed
+	// source 0.1: hello
+	// source 0.1: removed
 }

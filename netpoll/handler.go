@@ -7,9 +7,24 @@ import (
 	"net/netip"
 )
 
-// ConnID names a source within one Driver: the index of its slot. Slots are
-// reused, so an id is only meaningful until [Handler.OnClosed] reports it.
-type ConnID int
+// ConnID names one source of one Driver: the slot it occupies and that
+// slot's generation. Slots are reused, generations are not: once
+// [Handler.OnClosed] has reported an id, the driver answers it with
+// ErrNoSource, even after its slot holds another source. The zero ConnID
+// names no source.
+type ConnID uint64
+
+// newConnID is the id of generation gen (never zero) of slot i.
+func newConnID(i int, gen uint32) ConnID { return ConnID(gen)<<32 | ConnID(uint32(i)) }
+
+// slot is the index of the id's slot.
+func (id ConnID) slot() int { return int(uint32(id)) }
+
+// gen is the id's slot generation.
+func (id ConnID) gen() uint32 { return uint32(id >> 32) }
+
+// String is the slot and the generation, as "slot.generation".
+func (id ConnID) String() string { return fmt.Sprintf("%d.%d", id.slot(), id.gen()) }
 
 // CloseReason says why a source left the driver.
 type CloseReason int
@@ -46,6 +61,7 @@ type Handler interface {
 	// OnClosed is called exactly once per source when it leaves the driver.
 	// err is nil unless reason is Failed. By then the driver has closed its
 	// descriptor and no longer touches a completion queue: its owner may
-	// destroy it. id may be handed out again from here on.
+	// destroy it. The slot is handed to another source only after OnClosed
+	// returns; id itself is never valid again.
 	OnClosed(id ConnID, reason CloseReason, err error)
 }

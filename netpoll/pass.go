@@ -27,26 +27,41 @@ func (d *Driver) pass() error {
 		_, err := d.waitAndRead(false, nil, false)
 		return err
 	case EpollBusy:
-		sleep := got == 0 && d.armCQs() == 0
-		_, err := d.waitAndRead(sleep, &d.waitTS, false)
-		return err
+		if got == 0 && d.armCQs() == 0 {
+			_, err := d.waitAndRead(true, &d.waitTS, false)
+			return err
+		}
+		// Completions keep the loop from sleeping, and epoll busy-polls only
+		// in a wait that may sleep (a zero timeout returns first): poll each
+		// socket queue once with a non-blocking read instead.
+		return d.perQueuePass()
 	case RecvBusy:
 		if d.cfg.PerQueue {
-			d.pq.refresh(d)
-			for _, i := range d.pq.reps {
-				d.recvSlot(i)
-			}
-			_, err := d.waitAndRead(false, nil, true)
-			return err
+			return d.perQueuePass()
 		}
 		for _, i := range d.socks {
 			d.recvSlot(i)
+		}
+		if d.writers > 0 {
+			d.flushAll()
 		}
 		return nil
 	case Park:
 		return d.parkPass(got > 0)
 	}
 	return nil
+}
+
+// perQueuePass reads one socket per NIC queue (with SO_BUSY_POLL set, each
+// empty read runs one NAPI pass of its queue), then serves what epoll
+// reports ready and was not read already.
+func (d *Driver) perQueuePass() error {
+	d.pq.refresh(d)
+	for _, i := range d.pq.reps {
+		d.recvSlot(i)
+	}
+	_, err := d.waitAndRead(false, nil, true)
+	return err
 }
 
 // parkPass spins while data flows and, after ParkAfter empty passes, arms
@@ -113,6 +128,13 @@ func (d *Driver) waitAndRead(sleep bool, ts *unix.Timespec, skipPolled bool) (bo
 			d.consumeCQ(i)
 			progress = true
 		case s.socket():
+			if ev.Events&unix.EPOLLOUT != 0 && s.writable {
+				d.flushSlot(i)
+				progress = true
+				if s.kind == kindNone || ev.Events&^unix.EPOLLOUT == 0 {
+					continue // closed by a failed write, or only writable
+				}
+			}
 			if skipPolled && d.pq.polled[i] {
 				continue // read already; anything left is reported again
 			}
@@ -140,9 +162,9 @@ func (d *Driver) recvSlot(i int) bool {
 			return false
 		}
 		if s.kind == kindDgram {
-			d.h.OnData(ConnID(i), d.rx.buf[:n], d.rx.from())
+			d.h.OnData(newConnID(i, s.gen), d.rx.buf[:n], d.rx.from())
 		} else {
-			d.h.OnData(ConnID(i), d.rx.buf[:n], netip.AddrPort{})
+			d.h.OnData(newConnID(i, s.gen), d.rx.buf[:n], netip.AddrPort{})
 		}
 		return true
 	case unix.EAGAIN, unix.EINTR:

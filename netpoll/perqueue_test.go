@@ -32,7 +32,7 @@ func TestPerQueueReusedSlotDropsOldNAPIID(t *testing.T) {
 	}
 	d.pq.rebind = false
 	d.pq.pick(d.slots, false)
-	if !slices.Equal(d.pq.reps, []int{int(a)}) {
+	if !slices.Equal(d.pq.reps, []int{a.slot()}) {
 		t.Fatalf("representatives %v, want [%d]", d.pq.reps, a)
 	}
 
@@ -42,18 +42,18 @@ func TestPerQueueReusedSlotDropsOldNAPIID(t *testing.T) {
 	}
 	d.applyOps()
 	c := addConn(t, d, udpListen(t))
-	if c != b {
-		t.Fatalf("new source got id %d, want the reused %d", c, b)
+	if c.slot() != b.slot() {
+		t.Fatalf("new source got slot %d, want the reused %d", c.slot(), b.slot())
 	}
 	d.applyOps()
-	if d.pq.napi[c] != 0 {
-		t.Errorf("the reused slot kept the previous connection's NAPI id %d", d.pq.napi[c])
+	if d.pq.napi[c.slot()] != 0 {
+		t.Errorf("the reused slot kept the previous connection's NAPI id %d", d.pq.napi[c.slot()])
 	}
 	if !d.pq.rebind || !d.pq.changed {
 		t.Errorf("the cache is not marked stale (rebind %v, changed %v)", d.pq.rebind, d.pq.changed)
 	}
 	d.pq.pick(d.slots, d.pq.rebind)
-	if !slices.Contains(d.pq.reps, int(c)) {
+	if !slices.Contains(d.pq.reps, c.slot()) {
 		t.Errorf("the newcomer is not a representative: %v", d.pq.reps)
 	}
 }
@@ -67,9 +67,9 @@ func TestPerQueueRefreshForgetsEveryID(t *testing.T) {
 			d.pq.napi[i] = 9
 		}
 		d.pq.rebind, d.pq.changed, d.pq.unknown = false, false, false
-		d.pq.reps = append(d.pq.reps[:0], int(a))
+		d.pq.reps = append(d.pq.reps[:0], a.slot())
 		clear(d.pq.polled)
-		d.pq.polled[a] = true
+		d.pq.polled[a.slot()] = true
 	}
 	stale()
 	d.pq.pick(d.slots, true)
@@ -87,13 +87,13 @@ func TestPerQueueRefreshForgetsEveryID(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if d.pq.napi[a] != 9 || slices.Contains(d.pq.reps, int(b)) {
+	if d.pq.napi[a.slot()] != 9 || slices.Contains(d.pq.reps, b.slot()) {
 		t.Fatalf("the cache changed before the refresh: napi %v reps %v", d.pq.napi, d.pq.reps)
 	}
 	if err := d.Poll(); err != nil {
 		t.Fatal(err)
 	}
-	if d.pq.napi[a] != 0 || d.pq.napi[b] != 0 || !slices.Contains(d.pq.reps, int(b)) {
+	if d.pq.napi[a.slot()] != 0 || d.pq.napi[b.slot()] != 0 || !slices.Contains(d.pq.reps, b.slot()) {
 		t.Errorf("the periodic refresh kept stale ids: napi %v reps %v", d.pq.napi, d.pq.reps)
 	}
 }
@@ -108,8 +108,8 @@ func TestPerQueueUnknownAllRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Poll()
-	if !slices.Equal(d.pq.reps, []int{int(a), int(b)}) || d.pq.polled[id] {
-		t.Errorf("representatives %v (cq %d polled %v), want both sockets", d.pq.reps, id, d.pq.polled[id])
+	if !slices.Equal(d.pq.reps, []int{a.slot(), b.slot()}) || d.pq.polled[id.slot()] {
+		t.Errorf("representatives %v (cq %d polled %v), want both sockets", d.pq.reps, id, d.pq.polled[id.slot()])
 	}
 	if !d.pq.unknown {
 		t.Errorf("unknown ids not noted")

@@ -29,6 +29,11 @@ type source struct {
 	fd      int // the socket, or the completion channel
 	gen     uint32
 	cq      CompletionQueue
+	// out is what Send held back on a stream whose kernel buffer was
+	// full, in order; writable says EPOLLOUT is in the epoll set for it.
+	// The array is kept (and reused) while the source lives.
+	out      []byte
+	writable bool
 }
 
 func (s *source) socket() bool { return s.kind == kindDgram || s.kind == kindStream }
@@ -39,7 +44,8 @@ type slotState uint8
 const (
 	slotFree slotState = iota
 	slotUsed
-	slotRemoving
+	slotRemoving // Remove was called; the loop has not closed it yet
+	slotClosing  // closed, OnClosed not returned yet: not reusable
 )
 
 // op is an addition or removal waiting for the loop.
@@ -57,7 +63,7 @@ func (d *Driver) add(src source) (ConnID, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
-		return -1, ErrClosed
+		return 0, errClosed("add")
 	}
 	var i int
 	if n := len(d.free); n > 0 {
@@ -68,13 +74,15 @@ func (d *Driver) add(src source) (ConnID, error) {
 		d.used = append(d.used, slotFree)
 		d.gens = append(d.gens, 0)
 	}
-	d.gens[i]++
+	if d.gens[i]++; d.gens[i] == 0 {
+		d.gens[i] = 1 // after 2^32 reuses: zero would make a zero ConnID
+	}
 	src.gen = d.gens[i]
 	if d.cfg.usesEpoll() && (src.socket() || d.cfg.sleeps()) {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(i), Pad: int32(src.gen)}
 		if err := unix.EpollCtl(d.ep, unix.EPOLL_CTL_ADD, src.fd, &ev); err != nil {
 			d.free = append(d.free, i)
-			return -1, fmt.Errorf("netpoll: add fd %d: epoll_ctl: %w", src.fd, err)
+			return 0, fmt.Errorf("netpoll: add fd %d: epoll_ctl: %w", src.fd, err)
 		}
 		src.inEpoll = true
 	}
@@ -82,7 +90,7 @@ func (d *Driver) add(src source) (ConnID, error) {
 	d.ops = append(d.ops, op{index: i, gen: src.gen, src: src})
 	d.pending.Store(true)
 	d.signal()
-	return ConnID(i), nil
+	return newConnID(i, src.gen), nil
 }
 
 // applyOps installs and removes what Add and Remove queued. It runs on the
@@ -123,9 +131,14 @@ func (d *Driver) install(i int, src source) {
 	d.pq.slotChanged(i)
 }
 
-// closeSlot takes the source in slot i out and tells the handler why.
+// closeSlot takes the source in slot i out and tells the handler why. The
+// slot goes back on the free list only once OnClosed has returned, so no Add
+// can hand it out while the handler still hears about its last occupant.
 func (d *Driver) closeSlot(i int, reason CloseReason, err error) {
 	s := d.slots[i]
+	d.mu.Lock()
+	d.used[i] = slotClosing
+	d.mu.Unlock()
 	if s.inEpoll && d.ep >= 0 {
 		// Explicitly: closing a duplicated descriptor does not take the file
 		// out of the epoll set while another descriptor keeps it open.
@@ -134,15 +147,20 @@ func (d *Driver) closeSlot(i int, reason CloseReason, err error) {
 	if s.owned {
 		unix.Close(s.fd)
 	}
+	if s.writable {
+		d.writers--
+	}
 	d.slots[i] = source{}
 	d.listsStale = true
 	d.pq.slotChanged(i)
 	d.stats.closes.Add(1)
-	d.mu.Lock()
-	d.used[i] = slotFree
-	d.free = append(d.free, i)
-	d.mu.Unlock()
-	d.h.OnClosed(ConnID(i), reason, err)
+	defer func() {
+		d.mu.Lock()
+		d.used[i] = slotFree
+		d.free = append(d.free, i)
+		d.mu.Unlock()
+	}()
+	d.h.OnClosed(newConnID(i, s.gen), reason, err)
 }
 
 // rebuildLists refreshes the per-kind slot lists after sources came or went.

@@ -52,6 +52,13 @@ func epollPwait2(epfd int, events []unix.EpollEvent, ts *unix.Timespec) (int, un
 	return int(n), e
 }
 
+// epollCtlMod changes the events epoll reports for fd. It cannot fail for
+// a descriptor in the set, so its errno is not returned.
+func epollCtlMod(epfd, fd int, ev *unix.EpollEvent) {
+	unix.RawSyscall6(unix.SYS_EPOLL_CTL, uintptr(epfd), unix.EPOLL_CTL_MOD, uintptr(fd), uintptr(unsafe.Pointer(ev)), 0, 0)
+	runtime.KeepAlive(ev)
+}
+
 // recvBuf is the receive state one driver reuses for every read: the data
 // buffer and a msghdr whose name and iovec point into this struct, so a read
 // allocates nothing. It must stay on the heap (it points at itself).

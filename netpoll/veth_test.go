@@ -179,7 +179,7 @@ func TestPerQueueVeth(t *testing.T) {
 	// What the kernel says now, independently of the driver's cache.
 	truth := map[uint32][]ConnID{}
 	for _, id := range ids {
-		napi := incomingNAPIID(d.slots[id].fd)
+		napi := incomingNAPIID(d.slots[id.slot()].fd)
 		if napi == 0 {
 			t.Skipf("socket %d has NAPI id 0 after receiving over the veth: veth only delivers through its per-queue NAPI "+
 				"when GRO is on at the receiver and TSO off at the sender (veth_skb_is_eligible_for_gro); this kernel did not", id)

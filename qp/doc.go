@@ -68,8 +68,8 @@
 //
 // # Providers
 //
-// [QP.Verbs] and [SRQ.Verbs] return the kernel-object layer beneath
-// (uverbs' QP and SRQ), for provider code and diagnostics only;
+// [QP.Verbs], [SRQ.Verbs] and [AH.Verbs] return the kernel-object layer beneath
+// (uverbs' QP, SRQ and AH), for provider code and diagnostics only;
 // applications need nothing from it, and async events report the *QP and
 // *SRQ of this package ([uverbs.AsyncEvent.Object]).
 package qp

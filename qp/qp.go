@@ -152,7 +152,7 @@ func (q *QP) Query() (Attr, error) {
 // send queue alone does not say so. Inline data is copied at post time.
 func (q *QP) PostSend(wrs []SendWR) error {
 	if q.State() < StateRTS {
-		return ErrBadState
+		return q.badState()
 	}
 	return q.core.PostSendFunc(len(wrs), func(i int, w *rxe.SendWR) { wrs[i].fill(w) })
 }
@@ -166,9 +166,18 @@ func (q *QP) PostRecv(wrs []RecvWR) error {
 		return ErrSRQAttached
 	}
 	if q.State() == StateReset {
-		return ErrBadState
+		return q.badState()
 	}
 	return q.core.PostRecvFunc(len(wrs), func(i int, w *rxe.RecvWR) { *w = rxe.RecvWR(wrs[i]) })
+}
+
+// badState is ErrBadState, or ErrClosed for a QP that is closed (by Close
+// or its Context's): whatever state it was left in, it is gone.
+func (q *QP) badState() error {
+	if q.core.Closed() {
+		return ErrClosed
+	}
+	return ErrBadState
 }
 
 // Close destroys the queue pair and unmaps its rings. It is idempotent; a

@@ -340,3 +340,22 @@ func TestNewArguments(t *testing.T) {
 		t.Errorf("%+v with defaults = %+v, want %+v", asked, got, want)
 	}
 }
+
+// A closed QP answers every post with ErrClosed, whatever state it was
+// left in: not ErrBadState, which would tell the caller to modify it.
+func TestPostOnClosedQP(t *testing.T) {
+	p := newSimPair(t, 4096)
+	for _, s := range []State{StateReset, StateInit, StateRTS} {
+		q, _ := simQP(t, p.dev, p.cqA, rxesim.QPConfig{Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		q.state.Store(uint32(s))
+		if err := q.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.PostSend([]SendWR{{Opcode: Send, Flags: Inline, Inline: []byte("x")}}); !errors.Is(err, ErrClosed) {
+			t.Errorf("PostSend on a QP closed in %v = %v, want ErrClosed", s, err)
+		}
+		if err := q.PostRecv([]RecvWR{{ID: 1}}); !errors.Is(err, ErrClosed) {
+			t.Errorf("PostRecv on a QP closed in %v = %v, want ErrClosed", s, err)
+		}
+	}
+}

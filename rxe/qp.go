@@ -175,6 +175,14 @@ func (q *QP) Limits() uverbs.QPCap {
 // of the simulator.
 func (q *QP) Verbs() *uverbs.QP { return q.vqp }
 
+// Closed reports whether the QP was closed, by Close or by its Context's
+// Close.
+func (q *QP) Closed() bool {
+	q.sq.mu.Lock()
+	defer q.sq.mu.Unlock()
+	return q.sq.ring == nil
+}
+
 // Close destroys the kernel QP while holding the send queue's lock (so no
 // PostSend's doorbell can reach the destroyed QP), then detaches and unmaps
 // both rings. A failed destroy leaves the QP usable and may be retried;

@@ -8,7 +8,11 @@
 // needs root. -netns=false uses loopback in the current namespace instead.
 // Both ends run in this one process, each backend on both ends: a driver's
 // loop spins on its own locked OS thread, so spinning backends keep two
-// cores busy. Every run is bounded by -n and -timeout.
+// cores busy. By default (-pin 0,1) the server driver's thread is bound to
+// CPU 0 and the client's to CPU 1 (sched_setaffinity on the locked thread),
+// so two spinning ends never share a CPU. net.UDPConn's goroutines are not
+// pinned: they block, and a locked goroutine pays a thread hand-off on every
+// wake-up. Every run is bounded by -n and -timeout.
 //
 // Go's asynchronous preemption interrupts long-running spin loops with
 // signals; compare with GODEBUG=asyncpreemptoff=1.
@@ -41,6 +45,7 @@ type options struct {
 	queues          int
 	base            netpoll.Config
 	runs            []string
+	pin             *pinning
 }
 
 func main() {
@@ -60,6 +65,7 @@ func main() {
 	flag.BoolVar(&o.base.PreferBusyPoll, "prefer-busy-poll", false, "prefer busy polling (needs CAP_NET_ADMIN for recv-busy)")
 	flag.IntVar(&o.base.ParkAfter, "park-after", 0, "park: empty passes before blocking (0: netpoll's default)")
 	flag.StringVar(&backends, "backends", strings.Join(allRuns(), ","), "comma-separated runs")
+	pin := flag.String("pin", defaultPin(), "CPUs for the server's and the client's driver thread, \"server,client\" (empty: not pinned)")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: netpoll-bench [flags]\n\n"+
 			"UDP ping-pong through each netpoll backend and through net.UDPConn; prints\n"+
@@ -71,6 +77,11 @@ func main() {
 	flag.Parse()
 	o.base.BusyPollBudget = uint16(*budget)
 	o.runs = strings.Split(backends, ",")
+	var err error
+	if o.pin, err = parsePinning(*pin); err != nil {
+		fmt.Fprintln(os.Stderr, "netpoll-bench:", err)
+		os.Exit(2)
+	}
 	if o.size < 16 || o.n <= 0 || o.warmup < 1 {
 		fmt.Fprintln(os.Stderr, "netpoll-bench: need -size >= 16, -n > 0, -warmup >= 1")
 		os.Exit(2)
@@ -79,6 +90,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "netpoll-bench:", err)
 		os.Exit(1)
 	}
+}
+
+// defaultPin pins the ends to CPUs 0 and 1 when the process has both.
+func defaultPin() string {
+	if _, err := parsePinning("0,1"); err != nil {
+		return ""
+	}
+	return "0,1"
 }
 
 // allRuns is the baseline then every backend shape.

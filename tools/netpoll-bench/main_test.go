@@ -34,6 +34,7 @@ func TestPercentile(t *testing.T) {
 func TestShortRuns(t *testing.T) {
 	o := options{n: 300, warmup: 30, size: 64, timeout: 20 * time.Second, stall: 20 * time.Millisecond,
 		base: netpoll.Config{Wait: 2 * time.Millisecond}}
+	o.pin, _ = parsePinning(defaultPin())
 	topos := map[string]topology{"loopback": {
 		server: func(f func() error) error { return f() },
 		client: func(f func() error) error { return f() },

@@ -24,7 +24,7 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 func printTable(w io.Writer, o options, topology string, results []result) {
 	fmt.Fprintf(w, "UDP ping-pong, %d-byte payload, %s; %d round trips measured after %d of warm-up.\n",
 		o.size, topology, o.n, o.warmup)
-	fmt.Fprintln(w, "msg = one round trip (ping and pong). CPU and allocations: the whole process (both ends).")
+	fmt.Fprintf(w, "%s. msg = one round trip (ping and pong). CPU and allocations: the whole process (both ends).\n", o.pin)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "backend\tp50\tp99\tp99.9\tmsg/s\tCPU/msg\tallocs/msg\tpasses/msg\tsleeps/msg\tresent\t")

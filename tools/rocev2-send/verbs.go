@@ -82,7 +82,7 @@ func (s *sender) connect(o *options, srv qp.Peer, psn uint32) error {
 		SGID: s.sgid, Port: o.ibPort}); err != nil {
 		return fmt.Errorf("QP to RTR: %w", err)
 	}
-	if err := s.qp.ToRTS(qp.RTSParams{SQPSN: psn, RetryCnt: 6, RNRRetry: 7}); err != nil {
+	if err := s.qp.ToRTS(qp.RTSParams{SQPSN: psn, Timeout: o.timeout, RetryCnt: 6, RNRRetry: 7}); err != nil {
 		return fmt.Errorf("QP to RTS: %w", err)
 	}
 	return nil
