@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -248,8 +249,14 @@ func runPerftestCase(t *testing.T, c perftestCase, goServer bool) {
 }
 
 // TestPerftestInteropAll runs -a (every size from 2 B to 8 MiB, each
-// with its own synchronisation in the SEND tools) both ways.
+// with its own synchronisation in the SEND tools) both ways. It takes
+// minutes per case under TCG, so it runs only with RXEVM_SOAK=1
+// (`make soak SOAKRUN=TestPerftestInteropAll`); make test's subset is
+// TestPerftestInterop.
 func TestPerftestInteropAll(t *testing.T) {
+	if os.Getenv("RXEVM_SOAK") != "1" {
+		t.Skip("long: runs with RXEVM_SOAK=1 (make soak SOAKRUN=TestPerftestInteropAll)")
+	}
 	runPerftestCases(t, []perftestCase{
 		{tool: "ib_send_bw", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5},
 		{tool: "ib_write_bw", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5},
