@@ -30,7 +30,7 @@ type rxServer struct {
 
 	mu       sync.Mutex
 	checkers [256]framecheck.Checker
-	held     []*server.Frame
+	held     []server.Frame
 	hold     atomic.Bool
 	bad      atomic.Int64 // invariant violations seen by the handler
 	n        atomic.Uint64
@@ -53,6 +53,15 @@ func newRXServer(t *testing.T, edit func(*server.Config)) *rxServer {
 }
 
 func newRXServerServing(t *testing.T, edit func(*server.Config), serve bool) *rxServer {
+	return newRXServerFull(t, edit, nil, serve)
+}
+
+// newRXServerOpts is newRXServer with the side channel's options edited.
+func newRXServerOpts(t *testing.T, edit func(*server.Config), editOpts func(*server.ServeOptions)) *rxServer {
+	return newRXServerFull(t, edit, editOpts, true)
+}
+
+func newRXServerFull(t *testing.T, edit func(*server.Config), editOpts func(*server.ServeOptions), serve bool) *rxServer {
 	t.Helper()
 	devs := devices(t, 2)
 	oneCPUForRxe(t)
@@ -79,8 +88,12 @@ func newRXServerServing(t *testing.T, edit func(*server.Config), serve bool) *rx
 		ln.Close()
 		r.serveErr <- nil
 	} else {
+		opts := server.ServeOptions{WatchPeer: true, Timeout: 2 * time.Second, Logf: r.logf}
+		if editOpts != nil {
+			editOpts(&opts)
+		}
 		go func() {
-			r.serveErr <- srv.Serve(ctx, ln, server.ServeOptions{WatchPeer: true, Timeout: 2 * time.Second, Logf: r.logf})
+			r.serveErr <- srv.Serve(ctx, ln, opts)
 		}()
 	}
 	t.Cleanup(func() { r.close() })
@@ -99,7 +112,7 @@ func (r *rxServer) log() string {
 	return strings.Join(r.logs, "\n")
 }
 
-func (r *rxServer) handle(f *server.Frame) {
+func (r *rxServer) handle(f server.Frame) {
 	if r.n.Add(1)%97 == 0 {
 		if st := r.srv.Stats(); st.Posted+st.Held != r.srv.Depth() {
 			r.bad.Add(1)
@@ -123,7 +136,7 @@ func (r *rxServer) releaseHeld(n int) {
 		n = len(r.held)
 	}
 	fs := r.held[:n]
-	r.held = append([]*server.Frame(nil), r.held[n:]...)
+	r.held = append([]server.Frame(nil), r.held[n:]...)
 	r.mu.Unlock()
 	for _, f := range fs {
 		f.Release()

@@ -54,8 +54,8 @@ func TestServerStream(t *testing.T) {
 		t.Errorf("checker: %+v", c)
 	}
 	for ch := range 4 {
-		if st.ChannelFrames[ch] != uint64(total/4) || st.ChannelGaps[ch] != 0 {
-			t.Errorf("channel %d: %d frames, %d gaps", ch, st.ChannelFrames[ch], st.ChannelGaps[ch])
+		if st.ChannelFrames[ch] != uint64(total/4) || st.ChannelRing[ch].Gaps != 0 {
+			t.Errorf("channel %d: %d frames, %d gaps", ch, st.ChannelFrames[ch], st.ChannelRing[ch].Gaps)
 		}
 	}
 	if st.BadOpcode+st.BadLength+st.BadWRID != 0 || st.TotalErrors() != st.ErrorCount(cq.WRFlushErr) {
@@ -170,7 +170,7 @@ func TestServerCloseWhileHeld(t *testing.T) {
 	r.waitFrames(21, 30*time.Second)
 	time.Sleep(50 * time.Millisecond) // well past the 1 ms spin budget: parked
 	r.mu.Lock()
-	held := append([]*server.Frame(nil), r.held...)
+	held := append([]server.Frame(nil), r.held...)
 	r.held = nil
 	r.mu.Unlock()
 	t0 := time.Now()
@@ -280,8 +280,8 @@ func TestServerSoak(t *testing.T) {
 		t.Fatalf("checker %+v, invariant violations %d", c, r.bad.Load())
 	}
 	for ch := range 8 {
-		if st.ChannelGaps[ch] != 0 {
-			t.Errorf("channel %d: %d gaps", ch, st.ChannelGaps[ch])
+		if st.ChannelRing[ch].Gaps != 0 {
+			t.Errorf("channel %d: %d gaps", ch, st.ChannelRing[ch].Gaps)
 		}
 	}
 }

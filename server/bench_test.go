@@ -10,7 +10,7 @@ import (
 // BenchmarkLoopFrame is one message through the loop on rxesim: send,
 // poll, deliver, Release, re-post.
 func BenchmarkLoopFrame(b *testing.B) {
-	r := newSimRig(b, 64, 4096, func(f *Frame) { f.Release() })
+	r := newSimRig(b, 64, 4096, func(f Frame) { f.Release() })
 	b.SetBytes(1024)
 	b.ReportAllocs()
 	i := uint32(0)
@@ -28,7 +28,7 @@ func BenchmarkWakeParked(b *testing.B) {
 	n := 0
 	for b.Loop() {
 		b.StopTimer()
-		r := newSimRig(b, 2, 64, func(f *Frame) { f.Release() })
+		r := newSimRig(b, 2, 64, func(f Frame) { f.Release() })
 		r.l.spin = -1
 		done := make(chan struct{})
 		go func() { r.l.run(); close(done) }()

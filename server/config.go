@@ -53,7 +53,65 @@ type Config struct {
 	// Handler, when set, is called on the receive thread with every frame;
 	// it must Release the frame, now or later from any goroutine. Without a
 	// Handler frames go to the Frames channel.
-	Handler func(*Frame)
+	//
+	// The contract: the Handler may call any method of the Server,
+	// Close included (Close then returns at once and the teardown ends
+	// after the Handler returns; see Close). A panic in it is recovered
+	// and counted in Stats.HandlerPanics, and its frame is released; the
+	// loop then goes on, or, with PanicStops, the server stops with a
+	// *HandlerPanicError. While it runs nothing else is received: a slow
+	// Handler (or frames held downstream) throttles the sender through
+	// RNR NAKs and loses nothing (see the README for what it costs).
+	Handler func(Frame)
+	// PanicStops makes a panicking Handler stop the server (Err returns
+	// the *HandlerPanicError) instead of being counted and skipped.
+	PanicStops bool
+
+	// IdleTimeout ends a connection that receives nothing for this long
+	// (ErrIdle): an RC receiver never sends, so a dead sender is noticed
+	// no other way unless the side channel's WatchPeer sees its TCP
+	// connection close. 0, the default, never times out, which suits an
+	// FPGA that pauses between runs; a sender that reconnects through the
+	// side channel replaces a dead one at once either way. On a
+	// CompleteConnection server ErrIdle stops the server.
+	IdleTimeout time.Duration
+
+	// Ring says how the sender numbers its frames in bits 31..8 of the
+	// immediate; the default, RingShared, is one counter for all channels,
+	// as surf's RoCEv2 dispatcher stamps it.
+	Ring RingMode
+	// RingSize is the count the sender's position wraps at (surf's
+	// AddrWrapCount register, usually the receive depth); 0 means unknown:
+	// a position of 0 is then taken for a wrap wherever it comes, and
+	// positions otherwise wrap at 2^24.
+	RingSize uint32
+}
+
+// RingMode is how a sender's ring position runs.
+type RingMode uint8
+
+// Ring modes.
+const (
+	// RingShared: one free-running position for all channels (surf's
+	// WorkReqDispatcher, rocev2-send's default).
+	RingShared RingMode = iota
+	// RingPerChannel: each channel has a position of its own.
+	RingPerChannel
+	// RingOff: positions are not tracked.
+	RingOff
+)
+
+// String names the mode as rocev2-server's -ring flag does.
+func (m RingMode) String() string {
+	switch m {
+	case RingShared:
+		return "shared"
+	case RingPerChannel:
+		return "channel"
+	case RingOff:
+		return "off"
+	}
+	return fmt.Sprintf("RingMode(%d)", uint8(m))
 }
 
 // DefaultConfig returns rogue's parameters (port 1, 9000-byte slots, depth
@@ -118,6 +176,15 @@ func (c Config) normalize() (Config, error) {
 	}
 	if c.PollBatch < 0 {
 		return c, configError("poll batch %d is negative", c.PollBatch)
+	}
+	if c.Ring > RingOff {
+		return c, configError("ring mode %d unknown", c.Ring)
+	}
+	if c.RingSize > 1<<24 {
+		return c, configError("ring size %d is above 2^24 (the position has 24 bits)", c.RingSize)
+	}
+	if c.IdleTimeout < 0 {
+		return c, configError("idle timeout %v is negative", c.IdleTimeout)
 	}
 	return c, nil
 }

@@ -8,15 +8,21 @@
 // slot is in exactly one place: posted in the receive queue, or held (in a
 // Frame downstream, or on its way back). A message lands in a slot; its
 // immediate names the sender's channel (bits 7..0) and ring position (bits
-// 31..8). The Frame aliases the slot until Frame.Release gives it back, from
-// any goroutine, and the receive loop re-posts it. While every slot is held
-// the sender is throttled by RNR NAKs and nothing is lost.
+// 31..8): one free-running position for all channels by default, as surf's
+// RoCEv2 dispatcher stamps it (Config.Ring, Config.RingSize; Stats.Ring
+// counts gaps, duplicates and wraps). No payload format is assumed. The
+// Frame (a value naming one delivery of the slot) aliases the slot until
+// Frame.Release gives it back, from any goroutine, and the receive loop
+// re-posts it; a Release of a stale Frame does nothing. While every slot
+// is held the sender is throttled by RNR NAKs and nothing is lost.
 //
 // A connection is made either by hand (SetPeerGID, then CompleteConnection
 // with the sender's QP number and PSN) or by Serve, a TCP side channel that
 // trades the record rdma-core's pingpong examples exchange (LID:QPN:PSN:GID),
 // as tools/rocev2-send does; each new sender there replaces the previous one
-// on a fresh QP while the slab and its region stay.
+// on a fresh QP, once its exchange completed, while the slab and its
+// region stay. Exchanges run concurrently, bounded in number and time, so
+// strangers on the port cost the live stream nothing.
 //
 // The receive loop runs on its own goroutine: it polls the completion queue,
 // spins for Config.SpinBudget when the queue is empty, then arms it and
@@ -27,7 +33,12 @@
 // receive a slot has now (repeated, stale or foreign) is counted and
 // dropped. No bad completion is delivered, and no slot is posted twice. When the
 // QP goes to the error state (the sender broke the connection, or a newer
-// one took over) the loop ends with ErrFlushed.
+// one took over) the loop ends with ErrFlushed; with Config.IdleTimeout a
+// connection that receives nothing that long ends with ErrIdle.
+//
+// The Handler may call Close (it returns at once; the teardown follows
+// when the Handler returns); a panic in it is recovered, counted and its
+// frame released, or, with Config.PanicStops, stops the server.
 //
 // Close stops the loop and releases the device objects; Frames still held
 // stay valid, and the slab is unmapped by the last Release.

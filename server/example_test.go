@@ -13,7 +13,7 @@ import (
 // channel; frames are handled on the receive thread.
 func ExampleNew() {
 	cfg := server.DefaultConfig("rxe0")
-	cfg.Handler = func(f *server.Frame) {
+	cfg.Handler = func(f server.Frame) {
 		fmt.Println(f.Channel(), f.Position(), len(f.Data()))
 		f.Release()
 	}

@@ -12,8 +12,8 @@ import (
 // a frame held across Close keeps its bytes, its Release after Close
 // re-posts nothing, and the slab is freed by the last Release, not before.
 func TestHoldAcrossClose(t *testing.T) {
-	held := make(chan *Frame, 4)
-	r := newSimRig(t, 4, 64, func(f *Frame) { held <- f })
+	held := make(chan Frame, 4)
+	r := newSimRig(t, 4, 64, func(f Frame) { held <- f })
 	copy(r.src, "first")
 	copy(r.src[64:], "second")
 	r.send(qp.SendWithImm, 0, 5, 0)
@@ -57,7 +57,7 @@ func TestHoldAcrossClose(t *testing.T) {
 
 // TestCloseFreesIdleSlab: with nothing held, Close frees the slab at once.
 func TestCloseFreesIdleSlab(t *testing.T) {
-	r := newSimRig(t, 4, 64, func(f *Frame) { f.Release() })
+	r := newSimRig(t, 4, 64, func(f Frame) { f.Release() })
 	r.p.close()
 	r.p.close()
 	if n := r.unmaps.Load(); n != 1 {
@@ -66,44 +66,56 @@ func TestCloseFreesIdleSlab(t *testing.T) {
 }
 
 // TestUseAfterRelease: Data on a released frame panics, a second Release
-// does nothing, and the stale pointer stays released while its slot's next
-// message is held (each slot alternates between two Frames).
+// does nothing, and a stale Frame — of any earlier delivery of the slot,
+// released through it or a copy — never releases the slot's current frame
+// (with two Frames per slot, the old pool did, two deliveries later).
 func TestUseAfterRelease(t *testing.T) {
-	held := make(chan *Frame, 4)
-	r := newSimRig(t, 1, 64, func(f *Frame) { held <- f })
-	r.send(qp.SendWithImm, 0, 3, 0)
-	r.l.step()
-	f := <-held
-	f.Release()
-	func() {
-		defer func() {
-			if recover() == nil {
-				t.Error("Data after Release did not panic")
+	held := make(chan Frame, 4)
+	r := newSimRig(t, 1, 64, func(f Frame) { held <- f })
+	var old []Frame
+	for i := range 6 {
+		r.send(qp.SendWithImm, 0, 3, uint32(i)<<8)
+		r.l.step() // re-posts the released slot; the message lands in it
+		r.l.step()
+		g := <-held
+		for _, f := range old {
+			f.Release() // stale: must not release g
+			if !g.Held() {
+				t.Fatalf("delivery %d: a stale Release (from a frame %d deliveries older) released the slot's current frame", i, len(old))
 			}
+		}
+		if _, h := r.p.postedHeld(); h != 1 {
+			t.Fatalf("delivery %d: held %d, want 1", i, h)
+		}
+		copyOfG := g
+		copyOfG.Release()
+		if g.Held() {
+			t.Fatal("a Release through a copy left the frame held")
+		}
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Error("Data after Release did not panic")
+				}
+			}()
+			g.Data()
 		}()
-		f.Data()
-	}()
-	r.send(qp.SendWithImm, 0, 3, 1<<8)
-	r.l.step() // re-posts the slot, and the message lands in it
-	r.l.step()
-	g := <-held
-	if g == f {
-		t.Fatal("the slot's next message reuses the released Frame at once")
+		old = append(old, g)
 	}
-	f.Release() // stale: must not release g
-	if !g.held.Load() {
-		t.Fatal("a stale Release released the slot's next frame")
+	if st := r.c.snapshot(r.p); st.StaleReleases != 15 {
+		t.Errorf("%d stale releases counted, want 15", st.StaleReleases)
 	}
-	if _, h := r.p.postedHeld(); h != 1 {
-		t.Fatalf("held %d, want 1", h)
+	var zero Frame
+	zero.Release()
+	if zero.Held() {
+		t.Error("the zero Frame is held")
 	}
-	g.Release()
 }
 
 // TestFrameAllocs: a message through the loop (poll, deliver, handler,
 // Release, re-post) allocates nothing.
 func TestFrameAllocs(t *testing.T) {
-	r := newSimRig(t, 16, 256, func(f *Frame) { f.Release() })
+	r := newSimRig(t, 16, 256, func(f Frame) { f.Release() })
 	i := uint32(0)
 	allocs := testing.AllocsPerRun(2000, func() {
 		r.send(qp.SendWithImm, 0, 100, i<<8|uint32(i&3))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -45,18 +46,44 @@ const (
 	drainPoll  = 10 * time.Millisecond
 )
 
+// ErrIdle ends a loop that received nothing for Config.IdleTimeout: the
+// sender is presumed gone (an RC receiver never sends, so nothing else
+// tells it that the sender died).
+var ErrIdle = errors.New("server: no message within the idle timeout: the sender is presumed gone")
+
+// HandlerPanicError is why a server with Config.PanicStops set stopped: its
+// Handler panicked. The frame it was handling was released.
+type HandlerPanicError struct {
+	Value any    // what the Handler panicked with
+	Stack []byte // the Handler's stack at the panic
+}
+
+func (e *HandlerPanicError) Error() string {
+	return fmt.Sprintf("server: Handler panicked: %v", e.Value)
+}
+
 // loop is one connection's receive loop.
 type loop struct {
-	p       *pool
-	q       queue
-	c       *counters
-	handler func(*Frame)
-	frames  chan<- *Frame
-	spin    time.Duration
-	stop    *atomic.Bool // return at once
-	drain   *atomic.Bool // the QP is going to ERROR: see drainLimit
+	p          *pool
+	q          queue
+	c          *counters
+	handler    func(Frame)
+	frames     chan<- Frame
+	spin       time.Duration
+	idle       time.Duration // Config.IdleTimeout
+	panicStops bool
+	stop       *atomic.Bool // return at once
+	drain      *atomic.Bool // the QP is going to ERROR: see drainLimit
 	// draining is drain as the current step saw it.
 	draining bool
+	// polled is the number of completions the last step polled.
+	polled int
+	// tid is the OS thread the loop runs on while it runs (0 otherwise):
+	// a call on that thread comes from the Handler (see Server.Close).
+	tid atomic.Int32
+	// running, when set, points at the server's record of its one running
+	// loop, which run keeps.
+	running *atomic.Pointer[loop]
 
 	wc      []cq.WC
 	batch   []qp.RecvWR // receives to post, one per slot at most
@@ -64,9 +91,10 @@ type loop struct {
 	scratch []uint32
 }
 
-func newLoop(p *pool, q queue, c *counters, cfg *Config, frames chan<- *Frame, stop, drain *atomic.Bool) *loop {
+func newLoop(p *pool, q queue, c *counters, cfg *Config, frames chan<- Frame, stop, drain *atomic.Bool) *loop {
 	return &loop{
-		p: p, q: q, c: c, handler: cfg.Handler, frames: frames, spin: cfg.SpinBudget, stop: stop, drain: drain,
+		p: p, q: q, c: c, handler: cfg.Handler, frames: frames, spin: cfg.SpinBudget,
+		idle: cfg.IdleTimeout, panicStops: cfg.PanicStops, stop: stop, drain: drain,
 		wc:      make([]cq.WC, cfg.PollBatch),
 		batch:   make([]qp.RecvWR, 0, p.depth),
 		slots:   make([]uint32, 0, p.depth),
@@ -81,8 +109,8 @@ func (l *loop) postIdle() error {
 	for _, s := range l.scratch {
 		l.queueSlot(s)
 	}
-	for i := range l.p.state {
-		if l.p.state[i].Load() == slotIdle {
+	for i := range l.p.slots {
+		if l.p.slots[i].state() == slotIdle {
 			l.queueSlot(uint32(i))
 		}
 	}
@@ -111,10 +139,15 @@ func (l *loop) flush() error {
 		return nil
 	}
 	if err := l.q.PostRecv(l.batch); err != nil {
-		return fmt.Errorf("server: post %d receives: %w", len(l.batch), err)
+		// Nothing was posted (a post is all or nothing): the slots go back
+		// to idle, where the next connection's postIdle finds them.
+		l.p.requeue(l.slots)
+		n := len(l.batch)
+		l.batch, l.slots = l.batch[:0], l.slots[:0]
+		return fmt.Errorf("server: post %d receives: %w", n, err)
 	}
 	for _, s := range l.slots {
-		l.p.state[s].Store(slotPosted)
+		l.p.slots[s].set(slotPosted)
 	}
 	l.p.counts.Add(toPosted * uint64(len(l.slots)))
 	l.batch, l.slots = l.batch[:0], l.slots[:0]
@@ -122,16 +155,25 @@ func (l *loop) flush() error {
 }
 
 // run polls until stopped or the queue fails, on a locked OS thread. It
-// returns errStopped, ErrFlushed or the error that broke it.
+// returns errStopped, ErrFlushed, ErrIdle, a *HandlerPanicError or the
+// error that broke it.
 func (l *loop) run() error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	l.tid.Store(int32(unix.Gettid()))
+	defer l.tid.Store(0) // before the unlock: the thread may then run others
+	if l.running != nil {
+		l.running.Store(l)
+		defer l.running.CompareAndSwap(l, nil)
+	}
 	ep, err := newParker(l.q.EventFD(), l.p.wakeFD)
 	if err != nil {
 		return err
 	}
 	defer ep.close()
-	var idleSince, drainSince time.Time
+	// quietSince is when the last completion was seen, read when the loop
+	// is about to park (zero: one came since the last park).
+	var idleSince, drainSince, quietSince time.Time
 	empty := 0
 	for {
 		if l.stop.Load() {
@@ -140,6 +182,9 @@ func (l *loop) run() error {
 		n, err := l.step()
 		if err != nil {
 			return err
+		}
+		if l.polled > 0 {
+			quietSince = time.Time{}
 		}
 		if n > 0 {
 			empty = 0
@@ -186,14 +231,25 @@ func (l *loop) run() error {
 			}
 			continue
 		}
+		timeout := -1
+		if l.idle > 0 {
+			now := time.Now()
+			if quietSince.IsZero() {
+				quietSince = now
+			}
+			left := l.idle - now.Sub(quietSince)
+			if left <= 0 {
+				return ErrIdle
+			}
+			timeout = int((left + time.Millisecond - 1) / time.Millisecond)
+		}
+		if l.drain.Load() && (timeout < 0 || timeout > int(drainPoll/time.Millisecond)) {
+			timeout = int(drainPoll / time.Millisecond)
+		}
 		if !l.p.park(l.stop) {
 			continue
 		}
 		bump(&l.c.parks, 1)
-		timeout := -1
-		if l.drain.Load() {
-			timeout = int(drainPoll / time.Millisecond)
-		}
 		err = ep.wait(timeout)
 		l.p.unpark()
 		if err != nil {
@@ -222,13 +278,17 @@ func (l *loop) step() (int, error) {
 		released = len(l.scratch)
 	}
 	n, err := l.q.Poll(l.wc)
+	l.polled = n
 	if err != nil {
 		return 0, fmt.Errorf("server: poll CQ: %w", err)
 	}
 	flushed := false
+	var stopErr error
 	for i := range l.wc[:n] {
-		if l.complete(&l.wc[i]) {
-			flushed = true
+		f, err := l.complete(&l.wc[i], stopErr != nil)
+		flushed = flushed || f
+		if err != nil {
+			stopErr = err
 		}
 	}
 	if n > 0 {
@@ -238,25 +298,31 @@ func (l *loop) step() (int, error) {
 	if err := l.flush(); err != nil {
 		return 0, err
 	}
+	if stopErr != nil {
+		return 0, stopErr
+	}
 	if flushed {
 		return 0, ErrFlushed
 	}
 	return n + released, nil
 }
 
-// complete handles one completion and reports a flush.
-func (l *loop) complete(wc *cq.WC) (flushed bool) {
+// complete handles one completion and reports a flush, or the error of a
+// Handler that panicked with PanicStops set. With stopping set (an earlier
+// completion of the batch stopped the loop) a good receive is not
+// delivered: its slot stays idle.
+func (l *loop) complete(wc *cq.WC, stopping bool) (flushed bool, err error) {
 	slot, ok := l.p.posted(wcID(wc))
-	if !ok || !l.p.state[slot].CompareAndSwap(slotPosted, slotIdle) {
+	if !ok || !l.p.slots[slot].move(slotPosted, slotIdle) {
 		bump(&l.c.badWRID, 1)
-		return false
+		return false, nil
 	}
 	l.p.counts.Add(toHeld)
 	switch {
 	case wc.Status != cq.Success:
 		l.c.status(wc.Status)
 		if wc.Status == cq.WRFlushErr {
-			return true // stays idle: the next connection posts it
+			return true, nil // stays idle: the next connection posts it
 		}
 		l.repost(slot)
 	case wc.Opcode != cq.OpRecv || wc.Flags&cq.WithImm == 0:
@@ -265,16 +331,35 @@ func (l *loop) complete(wc *cq.WC) (flushed bool) {
 	case wc.ByteLen == 0 || int64(wc.ByteLen) > int64(l.p.size):
 		bump(&l.c.badLength, 1)
 		l.repost(slot)
+	case stopping:
+		// stays idle: the server is stopping
 	default:
 		f := l.p.deliver(slot, int(wc.ByteLen), wc.Imm)
 		l.c.frame(f.channel, f.position, int(wc.ByteLen))
-		if l.handler != nil {
-			l.handler(f)
-		} else {
+		if l.handler == nil {
 			l.frames <- f // never blocks: the channel holds depth frames
+			return false, nil
 		}
+		return false, l.call(f)
 	}
-	return false
+	return false, nil
+}
+
+// call runs the Handler on f. A panic is recovered: it is counted, f is
+// released (a no-op if the Handler had released it), and with PanicStops
+// set the loop's error says what happened; otherwise the loop goes on.
+func (l *loop) call(f Frame) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			l.c.handlerPanics.Add(1)
+			f.Release()
+			if l.panicStops {
+				err = &HandlerPanicError{Value: v, Stack: debug.Stack()}
+			}
+		}
+	}()
+	l.handler(f)
+	return nil
 }
 
 // parker is the epoll set the loop sleeps on: the CQ's channel and the

@@ -28,9 +28,9 @@ func TestLoopStream(t *testing.T) {
 	const depth, size, total = 16, 512, 3000
 	var mu sync.Mutex
 	var got []string
-	late := make(chan *Frame, depth)
+	late := make(chan Frame, depth)
 	var r *simRig
-	r = newSimRig(t, depth, size, func(f *Frame) {
+	r = newSimRig(t, depth, size, func(f Frame) {
 		r.checkInvariant()
 		mu.Lock()
 		got = append(got, string(f.Data()))
@@ -90,8 +90,8 @@ func TestLoopStream(t *testing.T) {
 	}
 	s := r.c.snapshot(r.p)
 	for ch := range 4 {
-		if s.ChannelFrames[ch] != total/4 || s.ChannelGaps[ch] != 0 {
-			t.Errorf("channel %d: %d frames, %d gaps; want %d, 0", ch, s.ChannelFrames[ch], s.ChannelGaps[ch], total/4)
+		if s.ChannelFrames[ch] != total/4 || s.ChannelRing[ch].Gaps != 0 {
+			t.Errorf("channel %d: %d frames, %d gaps; want %d, 0", ch, s.ChannelFrames[ch], s.ChannelRing[ch].Gaps, total/4)
 		}
 	}
 	if s.Posted+s.Held != depth || s.TotalErrors() != 0 || s.BadLength+s.BadOpcode+s.BadWRID != 0 {
@@ -134,7 +134,7 @@ func recvWC(id uint64, n uint32, imm uint32) cq.WC {
 // leaving its slot idle.
 func TestLoopBadCompletions(t *testing.T) {
 	const depth, size = 8, 100
-	var delivered []*Frame
+	var delivered []Frame
 	q := &scripted{}
 	p, err := newPool(make([]byte, depth*size), 0x1000, 7, size, depth, func() {})
 	if err != nil {
@@ -142,7 +142,7 @@ func TestLoopBadCompletions(t *testing.T) {
 	}
 	defer p.close()
 	var c counters
-	cfg := Config{Depth: depth, MaxPayload: size, PollBatch: 16, Handler: func(f *Frame) { delivered = append(delivered, f) }}
+	cfg := Config{Depth: depth, MaxPayload: size, PollBatch: 16, Handler: func(f Frame) { delivered = append(delivered, f) }}
 	var stop, drain = new(atomicBool), new(atomicBool)
 	l := newLoop(p, q, &c, &cfg, nil, &stop.b, &drain.b)
 	if err := l.postIdle(); err != nil {
@@ -186,8 +186,8 @@ func TestLoopBadCompletions(t *testing.T) {
 	if len(q.posted) != 1 || len(q.posted[0]) != 1 || uint32(q.posted[0][0]) != 0 {
 		t.Errorf("re-posts after flush %v: want only the released slot 0", q.posted)
 	}
-	if p.state[6].Load() != slotIdle || p.state[7].Load() != slotIdle || c.errors[cq.WRFlushErr].Load() != 2 {
-		t.Errorf("flushed slots: states %d %d, count %d", p.state[6].Load(), p.state[7].Load(), c.errors[cq.WRFlushErr].Load())
+	if p.slots[6].state() != slotIdle || p.slots[7].state() != slotIdle || c.errors[cq.WRFlushErr].Load() != 2 {
+		t.Errorf("flushed slots: states %d %d, count %d", p.slots[6].state(), p.slots[7].state(), c.errors[cq.WRFlushErr].Load())
 	}
 }
 
@@ -196,8 +196,8 @@ func TestLoopBadCompletions(t *testing.T) {
 // the stream with nothing lost.
 func TestLoopHoldAll(t *testing.T) {
 	const depth, size = 8, 64
-	var held []*Frame
-	r := newSimRig(t, depth, size, func(f *Frame) { held = append(held, f) })
+	var held []Frame
+	r := newSimRig(t, depth, size, func(f Frame) { held = append(held, f) })
 	step := func() {
 		t.Helper()
 		if _, err := r.l.step(); err != nil {
@@ -239,7 +239,7 @@ func TestLoopHoldAll(t *testing.T) {
 	if len(held) != 4 || !seen[depth+1] || !seen[depth+4] {
 		t.Fatalf("after releasing all: %d frames (%v), want the last 4 messages", len(held), seen)
 	}
-	if g := r.c.snapshot(r.p).ChannelGaps[0]; g != 0 {
+	if g := r.c.snapshot(r.p).Ring.Gaps; g != 0 {
 		t.Errorf("%d gaps", g)
 	}
 	r.checkInvariant()
@@ -249,7 +249,7 @@ func TestLoopHoldAll(t *testing.T) {
 // message wakes it through the armed CQ's event, and a stop wakes it too.
 func TestLoopParkAndWake(t *testing.T) {
 	got := make(chan []byte, 1)
-	r := newSimRig(t, 4, 64, func(f *Frame) { got <- bytes.Clone(f.Data()); f.Release() })
+	r := newSimRig(t, 4, 64, func(f Frame) { got <- bytes.Clone(f.Data()); f.Release() })
 	r.l.spin = -1
 	errc := make(chan error, 1)
 	go func() { errc <- r.l.run() }()
@@ -273,8 +273,8 @@ func TestLoopParkAndWake(t *testing.T) {
 // TestLoopReleaseWakesParked: with every slot held the loop parks; a
 // Release from another goroutine wakes it to re-post.
 func TestLoopReleaseWakesParked(t *testing.T) {
-	held := make(chan *Frame, 4)
-	r := newSimRig(t, 2, 64, func(f *Frame) { held <- f })
+	held := make(chan Frame, 4)
+	r := newSimRig(t, 2, 64, func(f Frame) { held <- f })
 	r.l.spin = -1
 	go r.l.run()
 	t.Cleanup(func() { r.stop.Store(true); r.p.wake() })
@@ -290,8 +290,8 @@ func TestLoopReleaseWakesParked(t *testing.T) {
 
 // TestLoopDrain: in drain mode the loop ends once nothing is posted.
 func TestLoopDrain(t *testing.T) {
-	held := make(chan *Frame, 4)
-	r := newSimRig(t, 2, 64, func(f *Frame) { held <- f })
+	held := make(chan Frame, 4)
+	r := newSimRig(t, 2, 64, func(f Frame) { held <- f })
 	r.l.spin = -1
 	errc := make(chan error, 1)
 	go func() { errc <- r.l.run() }()
@@ -312,8 +312,8 @@ func TestLoopDrain(t *testing.T) {
 // the dying QP meanwhile: a slot released during the drain waits for the
 // next connection.
 func TestLoopDrainGivesUp(t *testing.T) {
-	held := make(chan *Frame, 4)
-	r := newSimRig(t, 4, 64, func(f *Frame) { held <- f })
+	held := make(chan Frame, 4)
+	r := newSimRig(t, 4, 64, func(f Frame) { held <- f })
 	r.l.spin = -1
 	errc := make(chan error, 1)
 	go func() { errc <- r.l.run() }()

@@ -12,11 +12,56 @@ import (
 // Slot states. A slot is in exactly one of them; the loop owns the
 // transitions except downstream → returned, which Release makes.
 const (
-	slotIdle       uint32 = iota // out of the receive queue, nobody holds it
+	slotIdle       uint64 = iota // out of the receive queue, nobody holds it
 	slotPosted                   // in the receive queue
 	slotDownstream               // in a Frame not yet released
 	slotReturned                 // released, waiting for the loop to re-post it
 )
+
+// slotWord is a slot's state (low 2 bits) and its delivery generation (the
+// rest), in one word, so that a Release names the delivery it releases: a
+// Frame from an earlier delivery of the slot no longer matches the word.
+type slotWord struct{ w atomic.Uint64 }
+
+const stateBits = 3
+
+// state is the slot's state.
+func (s *slotWord) state() uint64 { return s.w.Load() & stateBits }
+
+// is reports whether the slot is in state st of delivery gen.
+func (s *slotWord) is(gen, st uint64) bool { return s.w.Load() == gen<<2|st }
+
+// move changes the state from `from` to `to`, keeping the generation; it
+// reports false (and changes nothing) when the slot is not in `from`.
+func (s *slotWord) move(from, to uint64) bool {
+	for {
+		w := s.w.Load()
+		if w&stateBits != from {
+			return false
+		}
+		if s.w.CompareAndSwap(w, w&^stateBits|to) {
+			return true
+		}
+	}
+}
+
+// set puts the slot in state st, keeping the generation.
+func (s *slotWord) set(st uint64) {
+	for {
+		w := s.w.Load()
+		if s.w.CompareAndSwap(w, w&^stateBits|st) {
+			return
+		}
+	}
+}
+
+// deliver starts the slot's next delivery (from idle) and returns its
+// generation.
+func (s *slotWord) deliver() uint64 {
+	gen := s.w.Load()>>2 + 1
+	s.w.Store(gen<<2 | slotDownstream)
+	return gen
+}
 
 // Counts packs the number of posted slots (high half) and held slots (low
 // half) into one word, so that a slot moves between them in one atomic add
@@ -37,14 +82,13 @@ type pool struct {
 	size  int
 	depth int
 
-	frames [][2]Frame      // two per slot, alternating, so that a stale pointer stays released
-	gen    []uint8         // which of the two the slot's next delivery uses
-	state  []atomic.Uint32 // slot states
-	wrs    []qp.RecvWR     // one prebuilt receive per slot
-	posts  []uint32        // times each slot was posted (loop only); see wrID
-	sges   []sge
+	slots []slotWord  // slot states and generations
+	wrs   []qp.RecvWR // one prebuilt receive per slot
+	posts []uint32    // times each slot was posted (loop only); see wrID
+	sges  []sge
 
 	counts atomic.Uint64 // posted<<32 | held
+	stale  atomic.Uint64 // Releases of stale Frames
 
 	mu          sync.Mutex // guards the fields below
 	returned    []uint32   // released slots, capacity depth
@@ -65,9 +109,7 @@ func newPool(mem []byte, base uint64, lkey uint32, size, depth int, unmap func()
 	}
 	p := &pool{
 		mem: mem, base: base, lkey: lkey, size: size, depth: depth,
-		frames:   make([][2]Frame, depth),
-		gen:      make([]uint8, depth),
-		state:    make([]atomic.Uint32, depth),
+		slots:    make([]slotWord, depth),
 		wrs:      make([]qp.RecvWR, depth),
 		posts:    make([]uint32, depth),
 		sges:     make([]sge, depth),
@@ -78,9 +120,6 @@ func newPool(mem []byte, base uint64, lkey uint32, size, depth int, unmap func()
 	for i := range depth {
 		p.sges[i] = sge{Addr: base + uint64(i)*uint64(size), Length: uint32(size), LKey: lkey}
 		p.wrs[i] = qp.RecvWR{ID: uint64(i), SGEs: p.sges[i : i+1]}
-		for j := range p.frames[i] {
-			p.frames[i][j] = Frame{pool: p, slot: uint32(i)}
-		}
 	}
 	p.counts.Store(uint64(depth)) // all held (not posted) until the first connection
 	return p, nil
@@ -111,12 +150,22 @@ func (p *pool) postedHeld() (posted, held int) {
 	return int(c >> 32), int(uint32(c))
 }
 
-// release queues a slot Release gave back, waking a parked loop. After
-// Close it disposes of the slot instead, and the last one frees the slab.
-func (p *pool) release(slot uint32) {
+// release queues a slot Release gave back from delivery gen, waking a
+// parked loop; a stale gen (the delivery was released before) changes
+// nothing. After Close it disposes of the slot instead, and the last one
+// frees the slab.
+func (p *pool) release(slot uint32, gen uint64) {
 	p.mu.Lock()
+	to := slotReturned
 	if p.closed {
-		p.state[slot].Store(slotIdle)
+		to = slotIdle
+	}
+	if !p.slots[slot].w.CompareAndSwap(gen<<2|slotDownstream, gen<<2|to) {
+		p.mu.Unlock()
+		p.stale.Add(1)
+		return
+	}
+	if p.closed {
 		last := uint32(p.counts.Add(^uint64(0))) == 0 // held-1
 		p.mu.Unlock()
 		if last {
@@ -124,7 +173,6 @@ func (p *pool) release(slot uint32) {
 		}
 		return
 	}
-	p.state[slot].Store(slotReturned)
 	p.returned = append(p.returned, slot)
 	p.nreturned.Store(int32(len(p.returned)))
 	if p.parked && !p.wakePending {
@@ -195,8 +243,8 @@ func (p *pool) wake() {
 // the next connection posts it again.
 func (p *pool) unpostAll() {
 	n := 0
-	for i := range p.state {
-		if p.state[i].CompareAndSwap(slotPosted, slotIdle) {
+	for i := range p.slots {
+		if p.slots[i].move(slotPosted, slotIdle) {
 			n++
 		}
 	}
@@ -215,11 +263,11 @@ func (p *pool) close() {
 	p.closed = true
 	unix.Close(p.wakeFD)
 	held := 0
-	for i := range p.state {
-		if p.state[i].Load() == slotDownstream {
+	for i := range p.slots {
+		if p.slots[i].state() == slotDownstream {
 			held++
 		} else {
-			p.state[i].Store(slotIdle)
+			p.slots[i].set(slotIdle)
 		}
 	}
 	p.returned = p.returned[:0]
@@ -242,16 +290,21 @@ func (p *pool) freeSlab() {
 	}
 }
 
-// deliver turns a filled slot into the Frame for downstream.
-func (p *pool) deliver(slot uint32, n int, imm uint32) *Frame {
-	g := p.gen[slot]
-	p.gen[slot] = g + 1
-	f := &p.frames[slot][g&1]
+// deliver turns a filled (idle) slot into the Frame for downstream: the
+// slot's next generation.
+func (p *pool) deliver(slot uint32, n int, imm uint32) Frame {
 	off := int(slot) * p.size
-	f.data = p.mem[off : off+n : off+n]
-	f.channel = uint8(imm)
-	f.position = imm >> 8
-	p.state[slot].Store(slotDownstream)
-	f.held.Store(true)
-	return f
+	return Frame{
+		pool: p, slot: slot, channel: uint8(imm), position: imm >> 8,
+		data: p.mem[off : off+n : off+n],
+		gen:  p.slots[slot].deliver(),
+	}
+}
+
+// requeue puts slots whose post failed back where the next post finds
+// them: idle (they stay counted as held, as they were).
+func (p *pool) requeue(slots []uint32) {
+	for _, s := range slots {
+		p.slots[s].set(slotIdle)
+	}
 }

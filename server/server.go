@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
+	"golang.org/x/sys/unix"
 )
 
 // Errors of the connection calls.
@@ -30,26 +32,35 @@ type Server struct {
 	dev    *device
 	pool   *pool
 	c      counters
-	frames chan *Frame
+	frames chan Frame
 
 	mu        sync.Mutex
-	fresh     *rcQueue // the QP New made, in INIT, for the first connection
-	sess      *session // the running connection, nil before the first
-	completed bool     // CompleteConnection was called
-	serving   bool     // the side channel owns connections
+	fresh     *rcQueue                         // the QP New made, in INIT, for the first connection
+	sess      *session                         // the running connection, nil before the first
+	completed bool                             // CompleteConnection was called
+	serving   bool                             // the side channel owns connections
+	logf      func(format string, args ...any) // the side channel's Logf
 	peerGID   uverbs.GID
 	recvPSN   uint32 // proposed first PSN of the peer's sends
 	sendPSN   uint32 // first PSN of the next connection's sends
 	closed    bool
+
+	closing  atomic.Bool          // Close was called
+	running  atomic.Pointer[loop] // the loop running now, if any (one at a time)
+	torn     chan struct{}        // closed when Close's teardown is over
+	closeErr error                // the teardown's error, after torn
 
 	done    chan struct{}
 	errOnce sync.Once
 	err     error
 }
 
-// session is one connection: its queue and loop.
+// session is one connection: its queue and loop, and the side-channel
+// connection of its sender, if any.
 type session struct {
 	q     *rcQueue
+	l     *loop
+	conn  net.Conn
 	stop  atomic.Bool
 	drain atomic.Bool
 	done  chan struct{}
@@ -69,9 +80,10 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, dev: dev, done: make(chan struct{})}
+	s := &Server{cfg: cfg, dev: dev, done: make(chan struct{}), torn: make(chan struct{})}
+	s.c.ringMode, s.c.ringSize = cfg.Ring, cfg.RingSize
 	if cfg.Handler == nil {
-		s.frames = make(chan *Frame, cfg.Depth)
+		s.frames = make(chan Frame, cfg.Depth)
 	}
 	mem, addr, lkey := dev.slab()
 	if s.pool, err = newPool(mem, addr, lkey, cfg.MaxPayload, cfg.Depth, dev.freeSlab); err != nil {
@@ -196,42 +208,71 @@ func (s *Server) CompleteConnection(peerQPN, peerPSN uint32, pmtu uverbs.MTU, mi
 		return errors.New("server: complete connection: no peer GID (call SetPeerGID)")
 	}
 	s.completed = true
-	return s.connectLocked(qp.Peer{QPN: peerQPN, PSN: peerPSN, GID: s.peerGID}, pmtu, minRNRTimer, true)
-}
-
-// connectLocked runs one connection: the fresh QP (or a new one), every
-// free slot posted before RTR, then RTR, RTS and the loop. With terminal
-// set, the loop's end ends the server. s.mu is held.
-func (s *Server) connectLocked(p qp.Peer, pmtu uverbs.MTU, minRNR uint8, terminal bool) error {
 	q := s.fresh
 	s.fresh = nil
-	if q == nil {
-		var err error
-		if q, err = s.dev.newRCQueue(); err != nil {
-			return err
-		}
-	}
-	ss := &session{q: q, done: make(chan struct{})}
-	l := newLoop(s.pool, q, &s.c, &s.cfg, s.frames, &ss.stop, &ss.drain)
-	err := l.postIdle()
-	if err == nil {
-		err = q.connect(p, pmtu, minRNR, s.sendPSN)
+	p := qp.Peer{QPN: peerQPN, PSN: peerPSN, GID: s.peerGID}
+	// As rogue: every slot is posted before RTR.
+	return s.startSessionLocked(q, nil, true, func() error { return q.connect(p, pmtu, minRNRTimer, s.sendPSN) })
+}
+
+// startSessionLocked runs one connection on q (in INIT, or already
+// connected): every free slot posted, then connect (if not nil) and the
+// loop. With terminal set, the loop's end ends the server; otherwise an
+// ended loop's connection is torn down (see endSession) and the server
+// waits for the next sender. On failure q is closed. s.mu is held.
+func (s *Server) startSessionLocked(q *rcQueue, conn net.Conn, terminal bool, connect func() error) error {
+	ss := &session{q: q, conn: conn, done: make(chan struct{})}
+	ss.l = newLoop(s.pool, q, &s.c, &s.cfg, s.frames, &ss.stop, &ss.drain)
+	ss.l.running = &s.running
+	err := ss.l.postIdle()
+	if err == nil && connect != nil {
+		err = connect()
 	}
 	if err != nil {
 		err = errors.Join(err, q.close())
 		s.pool.unpostAll()
 		return err
 	}
+	s.c.newConnection()
 	s.sess = ss
 	s.c.sessions.Add(1)
 	go func() {
-		ss.err = l.run()
+		ss.err = ss.l.run()
 		close(ss.done)
-		if terminal && ss.err != errStopped {
+		var hp *HandlerPanicError
+		switch {
+		case errors.As(ss.err, &hp):
 			s.fail(ss.err)
+			s.Close()
+		case terminal && ss.err != errStopped:
+			s.fail(ss.err)
+		case ss.err != errStopped:
+			// The sender broke the connection, went idle or the loop
+			// failed: free its QP now; the slots wait for the next one.
+			s.mu.Lock()
+			logf := s.logf
+			s.mu.Unlock()
+			if logf != nil {
+				logf("side channel: connection to QP %#x ended: %v", q.num(), ss.err)
+			}
+			s.endSession(ss)
 		}
 	}()
 	return nil
+}
+
+// callerLoop returns the receive loop the caller runs on (in the
+// Handler), or nil: the loop holds its OS thread while it runs, so no
+// other goroutine runs on that thread.
+func (s *Server) callerLoop() *loop {
+	l := s.running.Load()
+	if l == nil {
+		return nil
+	}
+	if tid := l.tid.Load(); tid == 0 || tid != int32(unix.Gettid()) {
+		return nil
+	}
+	return l
 }
 
 // endSessionLocked ends the running connection, if any. With drain, the QP
@@ -263,6 +304,9 @@ func (s *Server) endSessionLocked(drain bool) error {
 		errs = append(errs, ss.q.toError())
 	}
 	errs = append(errs, ss.q.close())
+	if ss.conn != nil {
+		ss.conn.Close()
+	}
 	s.pool.unpostAll()
 	s.c.sessionEnd.Add(1)
 	s.newPSNs()
@@ -294,7 +338,7 @@ func (s *Server) Err() error {
 
 // Frames is the channel frames arrive on when Config.Handler is nil (nil
 // otherwise). It is closed by Close; frames still in it must be released.
-func (s *Server) Frames() <-chan *Frame { return s.frames }
+func (s *Server) Frames() <-chan Frame { return s.frames }
 
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() Stats { return s.c.snapshot(s.pool) }
@@ -304,13 +348,34 @@ func (s *Server) Send([]byte) error { return ErrReceiveOnly }
 
 // Close stops the loop (waking it at once if it is parked), moves the QP
 // to ERROR and releases every verbs object. Frames still held stay valid
-// until released; the last Release unmaps the slab. Idempotent.
+// until released; the last Release unmaps the slab. Idempotent: a second
+// Close waits for the first one's teardown and returns nil.
+//
+// Called from the Handler (on the receive thread), Close cannot wait for
+// the loop it runs on: it stops the loop, returns nil at once and the
+// teardown runs when the Handler returns (frames of the completion batch
+// being handled are still delivered); Done is closed, and Err is nil, when
+// it is over.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	l := s.callerLoop()
+	if s.closing.Swap(true) {
+		if l == nil {
+			<-s.torn
+		}
 		return nil
 	}
+	if l != nil {
+		// Without s.mu: a drain may hold it while waiting for this loop.
+		l.stop.Store(true)
+		go s.teardown()
+		return nil
+	}
+	return s.teardown()
+}
+
+// teardown is Close's work.
+func (s *Server) teardown() error {
+	s.mu.Lock()
 	s.closed = true
 	errs := []error{s.endSessionLocked(false)}
 	if s.fresh != nil {
@@ -324,5 +389,7 @@ func (s *Server) Close() error {
 		close(s.frames)
 	}
 	s.fail(nil)
-	return errors.Join(errs...)
+	s.closeErr = errors.Join(errs...)
+	close(s.torn)
+	return s.closeErr
 }

@@ -6,34 +6,56 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
+	"net/netip"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/pureverbs/pureverbs/qp"
 )
 
+// Side-channel defaults.
+const (
+	DefaultExchangeTimeout = 3 * time.Second
+	DefaultMaxExchanges    = 8
+)
+
 // ServeOptions tune the side channel.
 type ServeOptions struct {
-	// Timeout bounds each step of the exchange (reading the record,
-	// writing ours, reading "done"); 0 means 10 s.
+	// Timeout bounds a client's whole exchange (its record, ours, its
+	// "done"), however it trickles its bytes; 0 means 3 s.
 	Timeout time.Duration
+	// MaxExchanges is how many exchanges may run at once; a connection
+	// beyond it is closed at once (Stats.Refused). 0 means 8. Each
+	// running exchange holds one 52-byte record, a goroutine, and, once
+	// its record parsed, a QP and CQ of its own.
+	MaxExchanges int
+	// AllowedSenders, when not empty, is the allow-list: a client whose
+	// address is in none of the prefixes is closed at once
+	// (Stats.Refused).
+	AllowedSenders []netip.Prefix
 	// WatchPeer ends a connection when its sender closes the TCP
 	// connection (a killed sender's kernel closes it). Senders written
 	// after rdma-core's examples close it right after "done": leave
 	// WatchPeer off for them; a new sender then replaces the old one.
 	WatchPeer bool
 	// Logf, when set, reports each sender's arrival and departure and
-	// every rejected exchange.
+	// every failed exchange, and refused connections now and then.
 	Logf func(format string, args ...any)
 }
 
-// Serve runs the side channel on ln until ctx is done or ln fails: for each
-// client it reads the 52-byte pingpong record (LID:QPN:PSN:GID + NUL),
-// connects a QP to it, answers with the server's record and waits for
-// "done". A new client replaces the previous sender (its QP goes to ERROR
-// and is destroyed; slab and MR stay). A malformed or truncated exchange is
-// logged and the server keeps listening. Serve closes ln when it returns.
+// Serve runs the side channel on ln until ctx is done or ln fails. For
+// each client it reads the 52-byte pingpong record (LID:QPN:PSN:GID +
+// NUL), connects a new QP of its own to it, answers with the server's
+// record and waits for "done"; only then does the new sender replace the
+// previous one (whose QP goes to ERROR and is destroyed; slab and MR
+// stay). Exchanges run concurrently with accept and with each other, at
+// most MaxExchanges at once, each within Timeout: garbage, half records,
+// silent or slow clients and port scans cost the live stream nothing. A
+// failed exchange is logged and counted (Stats.ExchangeFailures). Serve
+// closes ln when it returns.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, opts ServeOptions) error {
 	s.mu.Lock()
 	switch {
@@ -47,12 +69,18 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, opts ServeOptions) 
 	s.serving = true
 	s.mu.Unlock()
 	if opts.Timeout <= 0 {
-		opts.Timeout = 10 * time.Second
+		opts.Timeout = DefaultExchangeTimeout
 	}
-	logf := opts.Logf
-	if logf == nil {
-		logf = func(string, ...any) {}
+	if opts.MaxExchanges <= 0 {
+		opts.MaxExchanges = DefaultMaxExchanges
 	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	s.mu.Lock()
+	s.logf = opts.Logf
+	s.mu.Unlock()
+	sc := &sideChannel{s: s, opts: opts, slots: make(chan struct{}, opts.MaxExchanges), conns: map[net.Conn]struct{}{}}
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	go func() {
@@ -62,17 +90,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, opts ServeOptions) 
 		case <-ctx.Done():
 		}
 	}()
-	var prev net.Conn
-	var watchers sync.WaitGroup
-	defer func() {
-		if prev != nil {
-			prev.Close()
-		}
-		watchers.Wait()
-	}()
+	defer sc.shutdown()
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
+			if transientAccept(err) {
+				// Out of descriptors in a connection burst: those already
+				// accepted finish (or time out) and free theirs.
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
 			ln.Close()
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -84,31 +111,126 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, opts ServeOptions) 
 			}
 			return fmt.Errorf("server: side channel accept: %w", err)
 		}
-		ss, err := s.exchange(conn, opts.Timeout)
-		if err != nil {
-			logf("side channel: %s: %v", conn.RemoteAddr(), err)
-			conn.Close()
+		if !sc.allowed(conn.RemoteAddr()) {
+			sc.refuse(conn, "not on the allow-list")
 			continue
 		}
-		logf("side channel: sender %s connected", conn.RemoteAddr())
-		if prev != nil {
-			prev.Close()
+		select {
+		case sc.slots <- struct{}{}:
+		default:
+			sc.refuse(conn, fmt.Sprintf("%d exchanges running", opts.MaxExchanges))
+			continue
 		}
-		prev = conn
-		if opts.WatchPeer {
-			watchers.Add(1)
-			go func() {
-				defer watchers.Done()
-				s.watch(conn, ss, logf)
-			}()
-		}
+		sc.track(conn, true)
+		sc.wg.Add(1)
+		go func() {
+			defer sc.wg.Done()
+			sc.handle(conn)
+		}()
 	}
 }
 
-// exchange runs one client's handshake and returns the connection it made.
+// transientAccept reports an accept error that a later accept may not
+// have: out of file descriptors, or a connection reset before it was
+// accepted.
+func transientAccept(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
+}
+
+// sideChannel is one Serve's state.
+type sideChannel struct {
+	s     *Server
+	opts  ServeOptions
+	slots chan struct{} // one per running exchange
+	wg    sync.WaitGroup
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{} // connections in an exchange, closed by shutdown
+	live  net.Conn              // the running sender's connection, closed by shutdown
+}
+
+// allowed checks addr against the allow-list.
+func (sc *sideChannel) allowed(addr net.Addr) bool {
+	if len(sc.opts.AllowedSenders) == 0 {
+		return true
+	}
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil {
+		return false
+	}
+	ip := ap.Addr().Unmap()
+	for _, p := range sc.opts.AllowedSenders {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// refuse closes a connection before any exchange; it is logged at the
+// 1st, 2nd, 4th, 8th ... refusal, so that a burst does not flood the log.
+func (sc *sideChannel) refuse(conn net.Conn, why string) {
+	n := sc.s.c.refused.Add(1)
+	if n&(n-1) == 0 {
+		sc.opts.Logf("side channel: refused %s: %s (%d refused so far)", conn.RemoteAddr(), why, n)
+	}
+	conn.Close()
+}
+
+func (sc *sideChannel) track(conn net.Conn, open bool) {
+	sc.mu.Lock()
+	if open {
+		sc.conns[conn] = struct{}{}
+	} else {
+		delete(sc.conns, conn)
+	}
+	sc.mu.Unlock()
+}
+
+// shutdown closes every client connection (ending their exchanges and
+// watchers) and waits for their goroutines.
+func (sc *sideChannel) shutdown() {
+	sc.mu.Lock()
+	for c := range sc.conns {
+		c.Close()
+	}
+	if sc.live != nil {
+		sc.live.Close()
+	}
+	sc.mu.Unlock()
+	sc.wg.Wait()
+}
+
+// handle runs one client: the exchange, then (with WatchPeer) the watch.
+func (sc *sideChannel) handle(conn net.Conn) {
+	ss, err := sc.s.exchange(conn, sc.opts.Timeout)
+	<-sc.slots
+	if err != nil {
+		sc.s.c.exFailed.Add(1)
+		sc.opts.Logf("side channel: %s: %v", conn.RemoteAddr(), err)
+		conn.Close()
+		sc.track(conn, false)
+		return
+	}
+	sc.s.c.exchanges.Add(1)
+	sc.opts.Logf("side channel: sender %s connected", conn.RemoteAddr())
+	// The connection stays open until the sender closes it, the next one
+	// replaces this one (endSessionLocked closes it) or Serve returns.
+	sc.mu.Lock()
+	delete(sc.conns, conn)
+	sc.live = conn
+	sc.mu.Unlock()
+	if sc.opts.WatchPeer {
+		sc.s.watch(conn, ss, sc.opts.Logf)
+	}
+}
+
+// exchange runs one client's handshake on a QP of its own and, once the
+// client said "done", makes it the running connection.
 func (s *Server) exchange(conn net.Conn, timeout time.Duration) (*session, error) {
-	var rec [qp.PeerRecordLen]byte
 	conn.SetDeadline(time.Now().Add(timeout))
+	var rec [qp.PeerRecordLen]byte
 	if n, err := io.ReadFull(conn, rec[:]); err != nil {
 		return nil, fmt.Errorf("read peer record: got %d of %d bytes: %w", n, qp.PeerRecordLen, err)
 	}
@@ -116,29 +238,11 @@ func (s *Server) exchange(conn net.Conn, timeout time.Duration) (*session, error
 	if err := p.UnmarshalText(rec[:]); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, ErrClosed
+	q, me, err := s.prepare(p)
+	if err != nil {
+		return nil, err
 	}
-	if err := s.endSessionLocked(true); err != nil {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("end previous sender: %w", err)
-	}
-	mtu := s.cfg.PathMTU
-	if mtu == 0 {
-		mtu = s.dev.port.ActiveMTU
-	}
-	psn := s.sendPSN
-	if err := s.connectLocked(p, mtu, s.cfg.MinRNRTimer, false); err != nil {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("connect to QP %#x: %w", p.QPN, err)
-	}
-	ss := s.sess
-	me := qp.Peer{QPN: ss.q.num(), PSN: psn, GID: s.dev.gid}
-	s.mu.Unlock()
-	conn.SetDeadline(time.Now().Add(timeout))
-	_, err := conn.Write(record(me))
+	_, err = conn.Write(record(me))
 	var done [5]byte
 	if err == nil {
 		_, err = io.ReadFull(conn, done[:])
@@ -147,11 +251,50 @@ func (s *Server) exchange(conn net.Conn, timeout time.Duration) (*session, error
 		}
 	}
 	if err != nil {
-		s.endSession(ss)
-		return nil, fmt.Errorf("after connecting to QP %#x: %w", p.QPN, err)
+		return nil, errors.Join(fmt.Errorf("QP %#x: %w", p.QPN, err), q.close())
 	}
 	conn.SetDeadline(time.Time{})
-	return ss, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errors.Join(ErrClosed, q.close())
+	}
+	if err := s.endSessionLocked(true); err != nil {
+		return nil, errors.Join(fmt.Errorf("end previous sender: %w", err), q.close())
+	}
+	if err := s.startSessionLocked(q, conn, false, nil); err != nil {
+		return nil, fmt.Errorf("start receiving from QP %#x: %w", p.QPN, err)
+	}
+	return s.sess, nil
+}
+
+// prepare makes a QP for peer p, connected (RTR, RTS) but with nothing
+// posted yet: a sender that starts before the switch gets RNR NAKs. It
+// returns the queue and the server's record for p.
+func (s *Server) prepare(p qp.Peer) (*rcQueue, qp.Peer, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, qp.Peer{}, ErrClosed
+	}
+	q := s.fresh
+	s.fresh = nil
+	s.mu.Unlock()
+	if q == nil {
+		var err error
+		if q, err = s.dev.newRCQueue(); err != nil {
+			return nil, qp.Peer{}, err
+		}
+	}
+	mtu := s.cfg.PathMTU
+	if mtu == 0 {
+		mtu = s.dev.port.ActiveMTU
+	}
+	psn := rand.Uint32() & 0xffffff
+	if err := q.connect(p, mtu, s.cfg.MinRNRTimer, psn); err != nil {
+		return nil, qp.Peer{}, errors.Join(fmt.Errorf("connect to QP %#x: %w", p.QPN, err), q.close())
+	}
+	return q, qp.Peer{QPN: q.num(), PSN: psn, GID: s.dev.gid}, nil
 }
 
 // watch waits for the sender to close the connection and then ends its

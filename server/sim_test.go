@@ -83,7 +83,7 @@ type simRig struct {
 	c       *counters
 	l       *loop
 	cfg     Config
-	frames  chan *Frame
+	frames  chan Frame
 	stop    atomic.Bool
 	drain   atomic.Bool
 	unmaps  atomic.Int32
@@ -97,7 +97,7 @@ type simRig struct {
 	wc      [16]cq.WC
 }
 
-func newSimRig(t testing.TB, depth, size int, handler func(*Frame)) *simRig {
+func newSimRig(t testing.TB, depth, size int, handler func(Frame)) *simRig {
 	t.Helper()
 	r := &simRig{t: t, cfg: Config{Device: "sim", Depth: depth, MaxPayload: size, MinRNRTimer: 12, Handler: handler}}
 	var err error
@@ -137,7 +137,7 @@ func newSimRig(t testing.TB, depth, size int, handler func(*Frame)) *simRig {
 	r.c = &counters{}
 	r.c.postedLow.Store(int64(depth))
 	if handler == nil {
-		r.frames = make(chan *Frame, depth)
+		r.frames = make(chan Frame, depth)
 	}
 	r.l = newLoop(r.p, r.q, r.c, &r.cfg, r.frames, &r.stop, &r.drain)
 	if err := r.l.postIdle(); err != nil {
@@ -193,8 +193,8 @@ func (r *simRig) checkInvariant() {
 		r.t.Fatalf("posted %d + held %d != depth %d", posted, held, r.p.depth)
 	}
 	n := 0
-	for i := range r.p.state {
-		if r.p.state[i].Load() == slotPosted {
+	for i := range r.p.slots {
+		if r.p.slots[i].state() == slotPosted {
 			n++
 		}
 	}

@@ -15,10 +15,25 @@ type Stats struct {
 	Bytes  uint64 // their payload bytes
 
 	ChannelFrames [256]uint64 // frames per channel
-	// ChannelGaps counts, per channel, the frames whose ring position was
-	// not the previous one's successor (nor a wrap to 0): each is at least
-	// one lost frame, even from a sender whose sequence is unknown.
-	ChannelGaps [256]uint64
+
+	// RingMode and RingSize are how positions were tracked (Config.Ring,
+	// Config.RingSize).
+	RingMode RingMode
+	RingSize uint32
+	// Ring counts what the ring positions showed, over all rings (one, or
+	// one per channel); ChannelRing the same by the channel of the frame
+	// that showed it. Each connection's first frame sets its ring's start.
+	Ring        RingCounts
+	ChannelRing [256]RingCounts
+
+	HandlerPanics uint64 // Handler calls that panicked (recovered)
+	StaleReleases uint64 // Releases of a Frame already released (no-ops)
+
+	// The side channel (Serve): exchanges completed (each one a sender
+	// connected), failed (garbage, half records, timeouts, a closed
+	// connection), and connections refused before any exchange (not on
+	// the allow-list, or MaxExchanges already running).
+	Exchanges, ExchangeFailures, Refused uint64
 
 	Errors    [numStatuses]uint64 // error completions by status (index = cq.Status)
 	BadWRID   uint64              // completions naming no posted receive: no slot, or a receive the slot no longer has (dropped)
@@ -33,7 +48,24 @@ type Stats struct {
 	Parks uint64 // times the loop went to sleep in epoll after its spin budget
 
 	Sessions    uint64 // connections made (CompleteConnection or side channel)
-	SessionEnds uint64 // connections that ended (sender gone, flush, takeover)
+	SessionEnds uint64 // connections that ended (sender gone, flush, takeover, idle)
+}
+
+// RingCounts is what a sender's ring positions (the immediate's bits
+// 31..8) showed. With the ring size unknown, a jump ahead by half the
+// position space or more is taken for a step back (a duplicate).
+type RingCounts struct {
+	Gaps       uint64 // jumps ahead: at least one frame lost at each
+	Missing    uint64 // positions the jumps skipped: the frames lost, for a sender that numbers every frame
+	Duplicates uint64 // positions at or behind the last one: a repeat or a replay
+	Wraps      uint64 // times the position ran past the ring size back to 0
+}
+
+func (r *RingCounts) add(o RingCounts) {
+	r.Gaps += o.Gaps
+	r.Missing += o.Missing
+	r.Duplicates += o.Duplicates
+	r.Wraps += o.Wraps
 }
 
 // ErrorCount returns the number of error completions with status st.
@@ -58,18 +90,25 @@ func (s *Stats) TotalErrors() uint64 {
 type counters struct {
 	frames, bytes        atomic.Uint64
 	channelFrames        [256]atomic.Uint64
-	channelGaps          [256]atomic.Uint64
+	channelRing          [256]ringCounters
 	errors               [numStatuses]atomic.Uint64
 	badWRID, badOpcode   atomic.Uint64
 	badLength            atomic.Uint64
 	postedLow            atomic.Int64
 	parks                atomic.Uint64
 	sessions, sessionEnd atomic.Uint64
+	handlerPanics        atomic.Uint64 // written by the loop only, but with Add: rare
+	exchanges, exFailed  atomic.Uint64
+	refused              atomic.Uint64
 
-	// lastPos is each channel's last ring position plus one (0: none yet);
-	// only the loop reads and writes it.
+	ringMode RingMode
+	ringSize uint32
+	// lastPos is each ring's last position plus one (0: none yet); ring 0
+	// is the shared one. Only the loop reads and writes it.
 	lastPos [256]uint32
 }
+
+type ringCounters struct{ gaps, missing, duplicates, wraps atomic.Uint64 }
 
 func bump(c *atomic.Uint64, n uint64) { c.Store(c.Load() + n) }
 
@@ -78,14 +117,54 @@ func (c *counters) frame(channel uint8, pos uint32, n int) {
 	bump(&c.frames, 1)
 	bump(&c.bytes, uint64(n))
 	bump(&c.channelFrames[channel], 1)
-	if last := c.lastPos[channel]; last != 0 {
-		next := last & 0xffffff // last+1, wrapped to 24 bits
-		if pos != next && pos != 0 {
-			bump(&c.channelGaps[channel], 1)
+	ring := 0
+	switch c.ringMode {
+	case RingOff:
+		return
+	case RingPerChannel:
+		ring = int(channel)
+	}
+	last := c.lastPos[ring]
+	c.lastPos[ring] = pos + 1
+	if last == 0 {
+		return // the connection's first frame on this ring
+	}
+	rc := &c.channelRing[channel]
+	mod := uint32(1 << 24)
+	if c.ringSize != 0 {
+		mod = c.ringSize
+	}
+	next := last % mod // the successor of last-1
+	switch {
+	case pos == next:
+		if pos == 0 {
+			bump(&rc.wraps, 1)
+		}
+	case c.ringSize == 0 && pos == 0:
+		bump(&rc.wraps, 1) // a sender whose ring size is unknown wrapped
+	default:
+		if pos >= mod {
+			bump(&rc.gaps, 1) // outside the ring: how many were lost is unknown
+			return
+		}
+		skipped := (pos + mod - next) % mod
+		if skipped >= mod/2 {
+			// At or behind the last position: keep the last one.
+			bump(&rc.duplicates, 1)
+			c.lastPos[ring] = last
+			return
+		}
+		bump(&rc.gaps, 1)
+		bump(&rc.missing, uint64(skipped))
+		if pos < next {
+			bump(&rc.wraps, 1)
 		}
 	}
-	c.lastPos[channel] = pos + 1
 }
+
+// newConnection forgets the ring positions: a new sender starts where it
+// likes.
+func (c *counters) newConnection() { c.lastPos = [256]uint32{} }
 
 func (c *counters) status(st cq.Status) {
 	if int(st) < numStatuses {
@@ -105,18 +184,23 @@ func (c *counters) lowWater(posted int) {
 func (c *counters) snapshot(p *pool) Stats {
 	var s Stats
 	s.Frames, s.Bytes = c.frames.Load(), c.bytes.Load()
+	s.RingMode, s.RingSize = c.ringMode, c.ringSize
 	for i := range s.ChannelFrames {
 		s.ChannelFrames[i] = c.channelFrames[i].Load()
-		s.ChannelGaps[i] = c.channelGaps[i].Load()
+		r := &c.channelRing[i]
+		s.ChannelRing[i] = RingCounts{Gaps: r.gaps.Load(), Missing: r.missing.Load(), Duplicates: r.duplicates.Load(), Wraps: r.wraps.Load()}
+		s.Ring.add(s.ChannelRing[i])
 	}
+	s.HandlerPanics, s.StaleReleases = c.handlerPanics.Load(), p.stale.Load()
+	s.Exchanges, s.ExchangeFailures, s.Refused = c.exchanges.Load(), c.exFailed.Load(), c.refused.Load()
 	for i := range s.Errors {
 		s.Errors[i] = c.errors[i].Load()
 	}
 	s.BadWRID, s.BadOpcode, s.BadLength = c.badWRID.Load(), c.badOpcode.Load(), c.badLength.Load()
 	s.Posted, s.Held = p.postedHeld()
 	s.PostedLowMark = int(c.postedLow.Load())
-	for i := range p.state {
-		if p.state[i].Load() == slotDownstream {
+	for i := range p.slots {
+		if p.slots[i].state() == slotDownstream {
 			s.Downstream++
 		}
 	}

@@ -98,9 +98,10 @@ func TestDeleteWaitsForOtherHolders(t *testing.T) {
 	}
 
 	// The holder exits a moment into the next attempt.
+	holder := filepath.Join(proc, "4242")
 	go func() {
 		time.Sleep(100 * time.Millisecond)
-		os.RemoveAll(filepath.Join(proc, "4242"))
+		os.RemoveAll(holder)
 	}()
 	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel2()

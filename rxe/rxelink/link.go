@@ -97,7 +97,8 @@ func Delete(ctx context.Context, name string) error {
 		return err
 	}
 	done := make(chan error, 1)
-	go func() { done <- deleteLink(name) }()
+	del := deleteLink // read here: the goroutine may outlive Delete
+	go func() { done <- del(name) }()
 	select {
 	case err := <-done:
 		if err != nil {

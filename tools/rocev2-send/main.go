@@ -2,7 +2,8 @@
 // connects an RC QP to a server through the side channel (rdma-core's
 // pingpong exchange) and streams RDMA SEND_WITH_IMM messages, with the
 // channel in bits 7..0 of the immediate and a free-running ring position
-// in bits 31..8. Each payload carries a sequence number and a checksum
+// in bits 31..8: one counter for all channels, as surf's dispatcher stamps
+// it (-ring channel: one per channel), wrapping at -w. Each payload carries a sequence number and a checksum
 // (internal/framecheck) so that the receiver can count lost and corrupt
 // frames. Back-pressure from the receiver arrives as RNR NAKs, retried
 // forever (rnr_retry 7).
@@ -45,6 +46,7 @@ type options struct {
 	channels int
 	chanBase int
 	wrap     uint32
+	perChan  bool
 	mtu      int
 	timeout  uint8
 	depth    int
@@ -72,6 +74,8 @@ func parseOptions(args []string) (*options, error) {
 	fs.IntVar(&o.channels, "c", 1, "channels (1..256), round robin")
 	fs.IntVar(&o.chanBase, "C", 0, "first channel: the channels are C..C+c-1")
 	fs.UintVar(&wrap, "w", 1<<24, "ring positions wrap at this count (1..2^24)")
+	var ring string
+	fs.StringVar(&ring, "ring", "shared", "ring positions: shared (one counter for all channels, as surf's FPGA dispatcher) or channel (one per channel)")
 	fs.IntVar(&o.mtu, "m", 0, "path MTU code 1..5 (0: the port's active MTU)")
 	var timeout uint
 	fs.UintVar(&timeout, "timeout", 14, "ACK timeout code 1..31: 4.096 µs × 2^code before a retransmission (14 ≈ 67 ms)")
@@ -117,6 +121,13 @@ func parseOptions(args []string) (*options, error) {
 		return nil, fmt.Errorf("-w %d: 1..2^24", wrap)
 	}
 	o.wrap = uint32(wrap)
+	switch ring {
+	case "shared":
+	case "channel":
+		o.perChan = true
+	default:
+		return nil, fmt.Errorf("-ring %q: shared or channel", ring)
+	}
 	if o.count == 0 && o.duration == 0 {
 		return nil, errors.New("-n 0 needs -t")
 	}
@@ -283,18 +294,22 @@ func stream(o *options, s *sender) (result, error) {
 				framecheck.Fill(mem[int(i)*slot:int(i)*slot+n], head)
 			}
 			ch := int(head % uint64(o.channels))
+			ring := 0
+			if o.perChan {
+				ring = ch
+			}
 			sge, err := s.mr.SGE(int(i)*slot, n)
 			if err != nil {
 				return st, err
 			}
 			sges[i] = sge
-			wrs[k] = qp.SendWR{ID: head, Opcode: o.op, Imm: pos[ch]<<8 | uint32(o.chanBase+ch),
+			wrs[k] = qp.SendWR{ID: head, Opcode: o.op, Imm: pos[ring]<<8 | uint32(o.chanBase+ch),
 				SGEs: sges[i : i+1], RemoteAddr: o.raddr, RKey: o.rkey}
 			if n == 0 {
 				wrs[k].SGEs = nil
 			}
 			sizes[i] = n
-			pos[ch] = (pos[ch] + 1) % o.wrap
+			pos[ring] = (pos[ring] + 1) % o.wrap
 			head++
 			// Signal every Nth, the one that fills the queue, and the last.
 			if head%signal == 0 || head-tail == depth || !more() {

@@ -5,10 +5,16 @@
 //
 //	rocev2-server [-d rxe0] [-g 1] [-p 18515] [-s 9000] [-r 256] [-n FRAMES] [-o FILE] [--hold D] [--once]
 //
-// On a terminal it shows a live progress line; at the end it prints a
-// summary with frames, bytes, per-channel counts and ring-position gaps,
-// and "N lost, M corrupt" from the payloads' sequence numbers and
-// checksums (rocev2-send's format).
+// It takes any sender by default: an FPGA (surf's RoCEv2 engine), rdma-core
+// style programs, rocev2-send. On a terminal it shows a live progress line;
+// at the end it prints a summary with frames, bytes, per-channel counts and
+// what the ring positions in the immediates showed (gaps, positions
+// missing, duplicates, wraps; -ring and -ring-size say how the sender
+// counts: one position for all channels by default, as surf's dispatcher).
+// With -check it also checks rocev2-send's payload format (sequence numbers
+// and checksums) and prints "N lost, M corrupt"; the exit status is then 1
+// when any frame was lost or corrupt. An FPGA user sets -ring-size to the
+// AddrWrapCount programmed into the FPGA (usually -r).
 package main
 
 import (
@@ -41,6 +47,7 @@ type options struct {
 	out     string
 	hold    time.Duration
 	check   bool
+	ring    string
 	once    bool
 	watch   bool
 	quiet   bool
@@ -50,7 +57,7 @@ type options struct {
 func parseOptions(args []string) (*options, error) {
 	fs := flag.NewFlagSet("rocev2-server", flag.ContinueOnError)
 	o := &options{cfg: server.DefaultConfig("")}
-	var port, mtu, rnr uint
+	var port, mtu, rnr, ringSize uint
 	fs.StringVar(&o.cfg.Device, "d", "rxe0", "RDMA device")
 	fs.IntVar(&o.cfg.GIDIndex, "g", server.DefaultGIDIndex, "local GID index (a RoCE v2 GID)")
 	fs.UintVar(&port, "i", server.DefaultPort, "device port")
@@ -63,7 +70,10 @@ func parseOptions(args []string) (*options, error) {
 	fs.Uint64Var(&o.frames, "n", 0, "exit after this many frames (0: run until interrupted)")
 	fs.StringVar(&o.out, "o", "", "append every frame's payload to this file, in arrival order")
 	fs.DurationVar(&o.hold, "hold", 0, "keep each frame this long before releasing it (a slow consumer)")
-	fs.BoolVar(&o.check, "check", true, "check rocev2-send's sequence numbers and checksums")
+	fs.BoolVar(&o.check, "check", false, "check rocev2-send's payload format (sequence numbers, checksums); other senders' payloads count as corrupt")
+	fs.StringVar(&o.ring, "ring", "shared", "how the sender counts ring positions: shared (one for all channels, as surf), channel (one per channel) or off")
+	fs.UintVar(&ringSize, "ring-size", 0, "the count ring positions wrap at (the FPGA's AddrWrapCount; 0: unknown, any wrap to 0 accepted)")
+	fs.DurationVar(&o.cfg.IdleTimeout, "idle", 0, "end a sender's connection after this long without a frame (0: never, for an FPGA that pauses)")
 	fs.BoolVar(&o.once, "once", false, "exit when the first sender's connection ends")
 	fs.BoolVar(&o.watch, "watch", true, "end a sender's connection when it closes the TCP connection")
 	fs.BoolVar(&o.quiet, "q", false, "no progress line")
@@ -78,6 +88,20 @@ func parseOptions(args []string) (*options, error) {
 		return nil, errors.New("-i, -m and -rnr take small numbers")
 	}
 	o.cfg.Port, o.cfg.PathMTU, o.cfg.MinRNRTimer = uint8(port), uverbs.MTU(mtu), uint8(rnr)
+	switch o.ring {
+	case "shared":
+		o.cfg.Ring = server.RingShared
+	case "channel":
+		o.cfg.Ring = server.RingPerChannel
+	case "off":
+		o.cfg.Ring = server.RingOff
+	default:
+		return nil, fmt.Errorf("-ring %q: shared, channel or off", o.ring)
+	}
+	if ringSize > 1<<24 {
+		return nil, fmt.Errorf("-ring-size %d: at most 2^24", ringSize)
+	}
+	o.cfg.RingSize = uint32(ringSize)
 	return o, nil
 }
 
@@ -114,11 +138,11 @@ type receiver struct {
 }
 
 type heldFrame struct {
-	f  *server.Frame
+	f  server.Frame
 	at time.Time
 }
 
-func (r *receiver) handle(f *server.Frame) {
+func (r *receiver) handle(f server.Frame) {
 	now := time.Now().UnixNano()
 	if r.first.Load() == 0 {
 		r.first.Store(now)
@@ -247,18 +271,29 @@ func summary(w *os.File, o *options, r *receiver, st *server.Stats, total time.D
 		mbs = float64(st.Bytes) / el / 1e6
 	}
 	var ch, gaps []string
-	var totalGaps uint64
 	for i, n := range st.ChannelFrames {
 		if n != 0 {
 			ch = append(ch, fmt.Sprintf("%d:%d", i, n))
 		}
-		if g := st.ChannelGaps[i]; g != 0 {
+		if g := st.ChannelRing[i].Gaps; g != 0 {
 			gaps = append(gaps, fmt.Sprintf("%d:%d", i, g))
-			totalGaps += g
 		}
 	}
 	fmt.Fprintf(w, "frames %d, bytes %d in %.3f s: %.0f frames/s, %.2f MB/s\n", st.Frames, st.Bytes, el, rate, mbs)
-	fmt.Fprintf(w, "channels %s; ring gaps %d %s\n", strings.Join(ch, " "), totalGaps, strings.Join(gaps, " "))
+	fmt.Fprintf(w, "channels %s\n", strings.Join(ch, " "))
+	if st.RingMode != server.RingOff {
+		size := "unknown size"
+		if st.RingSize != 0 {
+			size = fmt.Sprintf("size %d", st.RingSize)
+		}
+		rg := st.Ring
+		fmt.Fprintf(w, "ring (%v, %s): %d gaps (%d positions missing) %s; %d duplicates, %d wraps\n",
+			st.RingMode, size, rg.Gaps, rg.Missing, strings.Join(gaps, " "), rg.Duplicates, rg.Wraps)
+	}
+	if st.HandlerPanics != 0 || st.StaleReleases != 0 {
+		fmt.Fprintf(w, "handler panics %d, stale releases %d\n", st.HandlerPanics, st.StaleReleases)
+	}
+	fmt.Fprintf(w, "side channel: %d senders connected, %d exchanges failed, %d connections refused\n", st.Exchanges, st.ExchangeFailures, st.Refused)
 	var errs []string
 	for s, n := range st.Errors {
 		if n != 0 && cq.Status(s) != cq.WRFlushErr {

@@ -1,0 +1,39 @@
+// Package rdmacm connects RC and UD queue pairs by IP address and port
+// through the kernel's RDMA connection manager (the ucma ABI on
+// /dev/infiniband/rdma_cm), interoperable with librdmacm programs (rping,
+// ucmatose, udaddy, perftest -R, NVMe-oF initiators) in both directions.
+//
+// It is shaped like the net package. Dial resolves an address, builds a
+// queue pair on the device that owns the route, connects it and returns a
+// *Conn whose QP is in RTS:
+//
+//	c, err := rdmacm.Dial(ctx, "10.99.0.2:7174", rdmacm.Options{Source: netip.MustParseAddr("10.99.0.1")})
+//
+// Listen binds and listens; Accept returns the next connection, set up
+// the same way:
+//
+//	l, err := rdmacm.Listen(ctx, "10.99.0.2:7174", rdmacm.Options{})
+//	c, err := l.Accept(ctx)
+//
+// A Conn owns what the package built for it (uverbs.Context share, PD, CQ,
+// QP) and its CM id on an event channel of its own, so one connection's
+// unread events never delay another's. Its Close disconnects and releases
+// all of it. Options.Setup runs once the QP is in INIT, before anything is
+// sent: the place to register memory and post the first receives.
+//
+// For callers who build their own queue pair, Listener.Request returns
+// the request (its private data, the peer's addresses and parameters) and
+// the device context it arrived on; Request.AcceptQP then takes that QP
+// through INIT, RTR and RTS and accepts, or Request.Reject refuses with
+// private data.
+//
+// Every blocking step takes a context and stops when it is done. A
+// rejected connect is a *RejectError with the reason and the peer's
+// private data; errors.Is(err, unix.ECONNREFUSED) is true for it.
+//
+// The QP transitions are librdmacm's: on the active side INIT from
+// rdma_init_qp_attr when the QP is created; on CONNECT_RESPONSE INIT again
+// (the access the CM grants), RTR and RTS, then the RTU (an accept without
+// parameters); on the passive side INIT when the QP is created, RTR and RTS
+// before the accept.
+package rdmacm
