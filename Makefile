@@ -9,7 +9,7 @@ RUN     ?= .
 ITIMEOUT ?= 20m
 export RXEVM_CACHE := $(CACHE)
 
-.PHONY: faults soak-server bench-server all setup demo test test-all itest-bare check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
+.PHONY: bench-perftest faults soak-server bench-server all setup demo test test-all itest-bare check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
 
 all: test
 
@@ -136,9 +136,13 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-## bench-vm: Go and C side by side in one VM boot
+## bench-perftest: the Go perftest against Debian's, every test at 64 B / 4 KiB / 64 KiB, 5 interleaved rounds, PERFTEST-RATIO lines
+bench-perftest: setup
+	RXEVM_BENCH=1 $(MAKE) itest RUN='TestPerftestBench' ITIMEOUT=60m
+
+## bench-vm: Go and C side by side in one VM boot (rc-pingpong, the server, perftest)
 bench-vm: setup
-	RXEVM_BENCH=1 $(MAKE) itest RUN='Bench|SideBySide'
+	RXEVM_BENCH=1 $(MAKE) itest RUN='Bench|SideBySide' ITIMEOUT=90m
 
 ## test-host: the integration tests on this machine, when it has rdma_rxe itself (no VM)
 test-host:

@@ -122,7 +122,8 @@ func pollN(t testing.TB, c *cq.CQ, sends, recvs int, limit time.Duration) []cq.W
 
 // dialRetry dials until the listener is there: a connect to a port nobody
 // listens on is rejected at once (reason 8), so a C server that has not
-// yet called rdma_listen is retried.
+// yet called rdma_listen is retried. o.Setup runs on every attempt: it
+// releases what an earlier, rejected attempt's Setup built.
 func dialRetry(t testing.TB, ctx context.Context, addr string, o rdmacm.Options) *rdmacm.Conn {
 	t.Helper()
 	for {
@@ -273,6 +274,9 @@ func ucmatoseClientGo(t *testing.T, ctx context.Context, addr string, n, count, 
 	msgs := make([]*cmMessages, n)
 	for i := range n {
 		conns[i] = dialRetry(t, ctx, addr, rdmacm.Options{Source: cmAddr1, Cap: qp.Cap{MaxSendWR: uint32(count), MaxRecvWR: uint32(count)}, Setup: func(c *rdmacm.Conn) error {
+			if msgs[i] != nil {
+				msgs[i].close() // a rejected attempt's (the server was not listening yet)
+			}
 			msgs[i] = newCMMessages(t, c, count, size)
 			msgs[i].postRecvs(t, c.QP(), count)
 			return nil

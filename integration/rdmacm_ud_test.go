@@ -149,6 +149,9 @@ func TestCMRdmaServerClient(t *testing.T) {
 		defer cancel()
 		var m *cmMessages
 		c := dialRetry(t, ctx, "10.99.0.1:7520", rdmacm.Options{Source: cmAddr1, Setup: func(c *rdmacm.Conn) error {
+			if m != nil {
+				m.close() // a rejected attempt's
+			}
 			m = newCMMessages(t, c, 1, 16)
 			m.postRecvs(t, c.QP(), 1)
 			return nil

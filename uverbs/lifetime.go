@@ -74,11 +74,12 @@ func (g *gate) closed() bool { return g.users.Load()&gateShut != 0 }
 // closedError is what a method of a closed object returns.
 func closedError(verb string) error { return fmt.Errorf("uverbs: %s: %w", verb, ErrClosed) }
 
-// Levels in which Context.Close destroys what is still open: completion
-// channels first, so that their waiters wake at once (the kernel keeps a
-// channel alive while CQs use it); then each object before anything it
+// Levels in which Context.Close closes what is still open (the kernel
+// destroys the objects once the fds close): completion channels first, so
+// that their waiters wake at once; then each object before anything it
 // uses (memory windows hold their MR and, bound, their QP; QPs use SRQs,
-// CQs and PDs; SRQs and MRs use PDs).
+// CQs and PDs; SRQs and MRs use PDs), so that a provider's Close never
+// finds what it uses closed under it.
 const (
 	levelChannel = iota
 	levelMW

@@ -1,10 +1,10 @@
 package uverbs
 
 // Raw structs of the RDMA CM user interface, <rdma/rdma_user_cm.h> (ABI 4):
-// commands written to /dev/infiniband/rdma_cm as a struct rdma_ucm_cmd_hdr
-// followed by the command's struct. Field names follow the C names. Sizes
-// and offsets are pinned by ucma_abi_test.go, which also checks them
-// against the installed header.
+// commands written to /dev/infiniband/rdma_cm as a header followed by the
+// command's struct. Field names follow the C names. Every struct is pinned
+// to the header by ucma_abi_test.go (package abicheck: gcc derives each
+// size and offset).
 
 // ucmaABIVersion is RDMA_USER_CM_ABI_VERSION, the only one these layouts
 // match (/sys/class/misc/rdma_cm/abi_version).
@@ -148,17 +148,20 @@ type pathRecData struct {
 	PathRec  [16]uint32
 }
 
-// ucmaQueryPathResp is struct rdma_ucm_query_path_resp followed by room for
-// the two path records the kernel reports at most (primary and alternate).
-type ucmaQueryPathResp struct {
+// queryPathRespHdr is struct rdma_ucm_query_path_resp without its flexible
+// path_data array.
+type queryPathRespHdr struct {
 	NumPaths uint32
 	Reserved uint32
-	PathData [2]pathRecData
 }
 
-// sizeofQueryPathRespHdr is sizeof(struct rdma_ucm_query_path_resp),
-// without its flexible array.
-const sizeofQueryPathRespHdr = 8
+// ucmaQueryPathResp is the QUERY PATH answer as it is received: the
+// header, then room for the two path records the kernel reports at most
+// (primary and alternate).
+type ucmaQueryPathResp struct {
+	queryPathRespHdr
+	PathData [2]pathRecData
+}
 
 // ucmaConnParam is struct rdma_ucm_conn_param.
 type ucmaConnParam struct {

@@ -232,7 +232,10 @@ func (r *Request) LocalAddr() netip.AddrPort  { return r.local }
 func (r *Request) RemoteAddr() netip.AddrPort { return r.remote }
 
 // Context is the device context the request arrived on: build a QP for
-// AcceptQP there. It stays open while the Request or its Conn lives.
+// AcceptQP there. It stays open while the Request or its Conn lives; the
+// Conn's Close may close it (the package shares one context per device and
+// closes it with its last connection), destroying whatever is still open
+// under it.
 func (r *Request) Context() *uverbs.Context { return r.dev.ctx }
 
 // claim marks the request answered; false if it was already.
@@ -282,7 +285,8 @@ func (r *Request) Accept(ctx context.Context, o Options) (*Conn, error) {
 // AcceptQP accepts with a QP the caller built on Context() (RC, in RESET or
 // INIT): it moves it through INIT, RTR and RTS with the CM's attributes
 // and accepts. The Conn does not own q (nor its CQs and PD): its Close
-// moves q to ERROR and disconnects, and the caller closes q.
+// moves q to ERROR and disconnects. Close q, its CQs and PD after the
+// Conn's Disconnect and before its Close (see Context).
 func (r *Request) AcceptQP(ctx context.Context, q *qp.QP, o Options) (*Conn, error) {
 	if q == nil {
 		return nil, fmt.Errorf("rdmacm: accept: nil QP: %w", unix.EINVAL)

@@ -51,7 +51,9 @@ type Options struct {
 	Backlog int
 	// Setup, if set, runs when the connection's QP is in INIT and nothing
 	// has been sent: register memory, post the first receives. An error
-	// aborts the connect (Dial) or rejects the request (Accept).
+	// aborts the connect (Dial) or rejects the request (Accept). What
+	// Setup built stays the caller's: release it when the connect fails
+	// after Setup ran (a rejection, a deadline), before the PD goes.
 	Setup func(*Conn) error
 }
 

@@ -432,14 +432,18 @@ func (r *rping) serve(ctx context.Context) error {
 			fmt.Fprintln(r.log, "rping: connection request failed:", err)
 		}
 	}
-	// Deferred calls run last first: buffers, connection, then what -q
-	// built (the connection moves that QP to ERROR and disconnects).
+	// Deferred calls run last first: the buffers, then (-q) the
+	// disconnect and what rping built, then the connection, whose Close
+	// may close the device context with it.
+	defer c.Close()
 	defer func() {
+		if len(r.own) > 0 {
+			c.Disconnect()
+		}
 		for _, x := range r.own {
 			x.Close()
 		}
 	}()
-	defer c.Close()
 	defer r.release()
 	r.watch(ctx)
 	err = r.serveLoop(ctx)

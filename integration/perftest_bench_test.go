@@ -1,0 +1,209 @@
+//go:build integration
+
+package integration
+
+import (
+	"encoding/base64"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// perftestBenchRow is one row of the Go-vs-C perftest table.
+type perftestBenchRow struct {
+	tool  string
+	size  int
+	iters int
+	lat   bool
+}
+
+func perftestBenchRows() []perftestBenchRow {
+	var rows []perftestBenchRow
+	for _, tool := range []string{"ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_atomic_bw", "ib_send_lat", "ib_write_lat", "ib_read_lat", "ib_atomic_lat"} {
+		lat := strings.HasSuffix(tool, "_lat")
+		sizes := []int{64, 4096, 65536}
+		if strings.HasPrefix(tool, "ib_atomic") {
+			sizes = []int{8}
+		}
+		for _, s := range sizes {
+			n := map[int]int{8: 1000, 64: 1000, 4096: 500, 65536: 60}[s]
+			if lat {
+				n = map[int]int{8: 200, 64: 200, 4096: 200, 65536: 50}[s]
+			}
+			rows = append(rows, perftestBenchRow{tool, s, n, lat})
+		}
+	}
+	return rows
+}
+
+// benchPerftestRun runs one pair and returns the figure the comparison
+// uses: BW average (MB/sec) or t_typical (usec), read from the C peer the
+// two pairs share — the server when Go is the client, the client when Go
+// is the server — except where that peer prints no row (the read/atomic
+// latency server): then from the end under comparison.
+func benchPerftestRun(t *testing.T, r perftestBenchRow, goEnd, goIsServer bool) float64 {
+	t.Helper()
+	args := []string{"-n", strconv.Itoa(r.iters)}
+	if !strings.HasPrefix(r.tool, "ib_atomic") {
+		args = append(args, "-s", strconv.Itoa(r.size))
+	}
+	srv := perftestEnd{goTool: goEnd && goIsServer}
+	cli := perftestEnd{goTool: goEnd && !goIsServer}
+	var so, co string
+	for try := 1; ; try++ {
+		var err error
+		if so, co, err = tryPerftestPair(t, srv, cli, r.tool, nil, args...); err == nil {
+			break
+		}
+		// rxe fails a run now and then, C against C too (seen: ib_send_bw
+		// 64 KiB, LOC_QP_OP_ERR at the server): counted and run again.
+		var why []string
+		for _, l := range strings.Split(err.Error(), "\n") {
+			if strings.Contains(l, "rror") || strings.Contains(l, "Failed") || strings.Contains(l, "status") {
+				why = append(why, strings.TrimSpace(l))
+			}
+		}
+		t.Logf("FAILED RUN (go=%v, go is server=%v, try %d): %s", goEnd, goIsServer, try, strings.Join(why, " | "))
+		if try == 3 {
+			return math.NaN()
+		}
+	}
+	out := so
+	if goIsServer {
+		out = co
+	}
+	if r.lat && !goIsServer && (r.tool == "ib_read_lat" || r.tool == "ib_atomic_lat") {
+		out = co
+	}
+	f := checkRow(t, r.tool, out, r.lat, r.size, 0)
+	if r.lat {
+		return f[2] // t_typical
+	}
+	return f[1] // BW average
+}
+
+// TestPerftestBench compares the Go perftest with Debian's C perftest,
+// each row at 64 B, 4 KiB and 64 KiB (atomics: 8 B), in one boot: five
+// rounds, and in each the Go and the C end take turns (the order
+// alternating between rounds) against the same C peer — Go client and C
+// client each against a C server (test=<name>), and Go server and C server
+// each against a C client (test=<name>:server). It prints the medians as a
+// table and one PERFTEST-RATIO line per row. Only with RXEVM_BENCH=1
+// (make bench-perftest, make bench-vm).
+func TestPerftestBench(t *testing.T) {
+	if os.Getenv("RXEVM_BENCH") != "1" {
+		t.Skip("benchmark: runs with RXEVM_BENCH=1 (make bench-perftest)")
+	}
+	const rounds = 5
+	rows := perftestBenchRows()
+	cells := make([][2]benchCell, len(rows))
+	start := time.Now()
+	for round := range rounds {
+		for i, r := range rows {
+			for side, goIsServer := range []bool{false, true} {
+				c := &cells[i][side]
+				runGo := func() { c.goV = append(c.goV, benchPerftestRun(t, r, true, goIsServer)) }
+				runC := func() { c.cV = append(c.cV, benchPerftestRun(t, r, false, goIsServer)) }
+				if round%2 == 0 {
+					runGo()
+					runC()
+				} else {
+					runC()
+					runGo()
+				}
+			}
+		}
+		t.Logf("round %d of %d done after %v", round+1, rounds, time.Since(start).Round(time.Second))
+		// The medians so far, in case the run is cut short.
+		table, lines := perftestBenchTable(rows, cells, round+1)
+		if round+1 < rounds {
+			t.Logf("after %d rounds:\n%s%s", round+1, table, lines)
+		} else {
+			t.Logf("Go perftest vs C perftest (TCG VM, one boot):\n%s", table)
+			fmt.Print(lines)
+		}
+	}
+}
+
+// perftestBenchTable formats the medians of the rounds so far as a table
+// and as PERFTEST-RATIO lines.
+func perftestBenchTable(rows []perftestBenchRow, cells [][2]benchCell, rounds int) (string, string) {
+	var table, lines strings.Builder
+	fmt.Fprintf(&table, "| test | Go end | size | metric | Go (median of %d) | C (median) | Go/C | Go rounds | C rounds |\n|---|---|---|---|---|---|---|---|---|\n", rounds)
+	for i, r := range rows {
+		for side, role := range []string{"client", "server"} {
+			c := cells[i][side]
+			g, cm := medianFinite(c.goV), medianFinite(c.cV)
+			metric, unit := "bw", "MB/sec"
+			if r.lat {
+				metric, unit = "lat", "usec"
+			}
+			name := r.tool
+			if role == "server" {
+				name += ":server"
+			}
+			fmt.Fprintf(&table, "| %s | %s | %d | %s %s | %.2f | %.2f | %.2f | %v | %v |\n", r.tool, role, r.size, metric, unit, g, cm, g/cm, c.goV, c.cV)
+			fmt.Fprintf(&lines, "PERFTEST-RATIO test=%s size=%d metric=%s go=%.2f c=%.2f ratio=%.3f\n", name, r.size, metric, g, cm, g/cm)
+		}
+	}
+	return table.String(), lines.String()
+}
+
+// benchCell holds one row's figures, Go's and C's, round by round.
+type benchCell struct{ goV, cV []float64 }
+
+// TestPerftestProfile runs the Go perftest client of a few rows with a CPU
+// profile (PERFTEST_CPUPROFILE) and prints it base64-encoded between
+// markers, for go tool pprof on the host; and each of the Go and the C
+// client once under strace -c, for their system call counts. Only with
+// RXEVM_BENCH=1 and RXEVM_PROFILE=1.
+func TestPerftestProfile(t *testing.T) {
+	if os.Getenv("RXEVM_BENCH") != "1" || os.Getenv("RXEVM_PROFILE") != "1" {
+		t.Skip("profile: runs with RXEVM_BENCH=1 RXEVM_PROFILE=1")
+	}
+	for _, r := range []perftestBenchRow{{"ib_send_bw", 64, 5000, false}, {"ib_send_lat", 64, 500, true}, {"ib_write_bw", 4096, 1000, false}} {
+		args := []string{"-n", strconv.Itoa(r.iters), "-s", strconv.Itoa(r.size)}
+		for _, goIsServer := range []bool{false, true} {
+			if goIsServer && r.tool == "ib_write_bw" {
+				continue // the half-duplex server only waits: no measured loop
+			}
+			prof := fmt.Sprintf("/tmp/%s-%v.prof", r.tool, goIsServer)
+			e := perftestEnd{goTool: true, env: []string{"PERFTEST_CPUPROFILE=" + prof}}
+			c := perftestEnd{}
+			srv, cli := c, e
+			if goIsServer {
+				srv, cli = e, c
+			}
+			so, co := runPerftestPair(t, srv, cli, r.tool, args...)
+			b, err := os.ReadFile(prof)
+			if err != nil {
+				t.Fatalf("%v\n%s\n%s", err, so, co)
+			}
+			t.Logf("PROFILE-BEGIN %s server=%v\n%s\nPROFILE-END", r.tool, goIsServer, base64.StdEncoding.EncodeToString(b))
+		}
+		for _, goTool := range []bool{true, false} {
+			straced := perftestEnd{goTool: goTool, strace: true}
+			_, co := runPerftestPair(t, perftestEnd{}, straced, r.tool, args...)
+			t.Logf("%s client (go=%v) under strace -c:\n%s", r.tool, goTool, co)
+		}
+	}
+}
+
+// medianFinite is the median of the runs that produced a figure (a run
+// that failed three times counts as NaN), NaN if none did.
+func medianFinite(xs []float64) float64 {
+	var ok []float64
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			ok = append(ok, x)
+		}
+	}
+	if len(ok) == 0 {
+		return math.NaN()
+	}
+	return median(ok)
+}

@@ -1,0 +1,383 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// goPerftest is the Go perftest in the guest (rxevm puts every tools/
+// command in /usr/local/bin).
+const goPerftest = "/usr/local/bin/perftest"
+
+var (
+	// perftestBWRow is a bandwidth table row: #bytes, #iterations, peak,
+	// average, message rate.
+	perftestBWRow = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
+	// perftestLatRow is a latency table row: #bytes, #iterations and seven
+	// figures (t_min … 99.9%).
+	// perftest prints -nan for t_stdev when its int arithmetic overflows.
+	perftestLatRow = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+|-?nan)\s+([\d.]+)\s+([\d.]+)\s*$`)
+	// perftestTarget is the Go tool's PERFTEST_TARGET=1 line.
+	perftestTarget = regexp.MustCompile(`perftest: target window (\d+): (\d+) of (\d+) bytes non-zero, 8-byte words sum to (\d+)`)
+	perftestPort   atomic.Int32
+)
+
+// perftestEnd is one end of a perftest run: the Go tool or the C one.
+type perftestEnd struct {
+	goTool bool
+	env    []string
+	strace bool // run under strace -c -f (system call counts on exit)
+}
+
+// startPerftest starts tool (as the Go perftest with argv[0] set to the
+// test's name, or Debian's C binary) on dev with args; host makes it the
+// client.
+func startPerftest(t *testing.T, e perftestEnd, tool, dev string, port int, args []string, host string) *peer {
+	t.Helper()
+	full := append([]string{"-d", dev, "-x", gidArg(t, dev), "-F", "-p", strconv.Itoa(port)}, args...)
+	if host != "" {
+		full = append(full, host)
+	}
+	if e.strace {
+		cmd := tool
+		if e.goTool {
+			cmd, full = goPerftest, append([]string{tool}, full...) // the test as the first argument
+		}
+		return startPeer(t, 3*time.Minute, "strace", append([]string{"-c", "-f", cmd}, full...)...)
+	}
+	if !e.goTool {
+		return startPeer(t, 6*time.Minute, tool, full...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	p := &peer{name: "go " + tool, done: make(chan struct{})}
+	p.cmd = exec.CommandContext(ctx, goPerftest, full...)
+	p.cmd.Args[0] = tool // argv[0], as a link named after the test gives it, selects the test
+	p.cmd.Env = append(p.cmd.Environ(), e.env...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	if err := p.cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("start %s: %v", goPerftest, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		if ctx.Err() != nil {
+			p.err = ctx.Err()
+		}
+		cancel()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-p.done
+	})
+	return p
+}
+
+// runPerftestPair runs tool's server on rxe0 and client on rxe1 with the
+// same args and returns both outputs; it fails the test unless both exit 0.
+func runPerftestPair(t *testing.T, srv, cli perftestEnd, tool string, args ...string) (string, string) {
+	t.Helper()
+	so, co, err := tryPerftestPair(t, srv, cli, tool, nil, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return so, co
+}
+
+// tryPerftestPair is runPerftestPair returning the failure instead.
+// cliExtra are options for the client only.
+func tryPerftestPair(t *testing.T, srv, cli perftestEnd, tool string, cliExtra []string, args ...string) (string, string, error) {
+	t.Helper()
+	devs := devices(t, 2)
+	port := 18600 + int(perftestPort.Add(1))
+	s := startPerftest(t, srv, tool, devs[0], port, args, "")
+	switch {
+	case slices.Contains(args, "-R") && srv.goTool:
+		// No TCP listener: wait for the banner, printed just before the
+		// server listens on RDMA CM, and give it a moment.
+		waitOutput(t, s, "Waiting for client to connect", 30*time.Second)
+		time.Sleep(500 * time.Millisecond)
+	case slices.Contains(args, "-R"):
+		// The C server's banner stays in its stdout buffer: give it time
+		// to listen (the clients retry their connects as well).
+		time.Sleep(3 * time.Second)
+	default:
+		waitListening(t, s, port, 30*time.Second)
+	}
+	c := startPerftest(t, cli, tool, devs[1], port, append(slices.Clone(args), cliExtra...), "10.99.0.1")
+	<-c.done
+	<-s.done
+	if s.err != nil || c.err != nil {
+		return "", "", fmt.Errorf("%s %v: server (go=%v) %v, client (go=%v) %v\n--- server\n%s\n--- client\n%s", tool, args, srv.goTool, s.err, cli.goTool, c.err, s.out.String(), c.out.String())
+	}
+	return s.out.String(), c.out.String(), nil
+}
+
+// checkRow finds the table's last row in out (with -a, the largest size)
+// and checks its #bytes and #iterations; it returns the row's figures.
+func checkRow(t *testing.T, who, out string, lat bool, size, iters int) []float64 {
+	t.Helper()
+	re := perftestBWRow
+	if lat {
+		re = perftestLatRow
+	}
+	all := re.FindAllStringSubmatch(out, -1)
+	if all == nil {
+		t.Fatalf("%s printed no result row:\n%s", who, out)
+	}
+	m := all[len(all)-1]
+	if b, _ := strconv.Atoi(m[1]); b != size {
+		t.Fatalf("%s: #bytes %d, want %d:\n%s", who, b, size, out)
+	}
+	if n, _ := strconv.Atoi(m[2]); iters > 0 && n != iters {
+		t.Fatalf("%s: #iterations %d, want %d:\n%s", who, n, iters, out)
+	}
+	var f []float64
+	for _, s := range m[3:] {
+		v, _ := strconv.ParseFloat(s, 64)
+		f = append(f, v)
+	}
+	return f
+}
+
+type perftestCase struct {
+	tool string
+	args []string
+	// cliExtra are options for the client only.
+	cliExtra []string
+	size     int
+	iters    int // as the BW row counts them (× QPs); 0 for timed runs
+	lat      bool
+	// cNoRow: the C end of this direction prints no row (the read/atomic
+	// latency server).
+	target func(t *testing.T, sum uint64, nonzero, size int)
+}
+
+// The Go perftest against Debian's perftest 4.5, both directions, every
+// test once with small counts; the C peer's result row is the proof that
+// data moved, and for write and atomic the Go server's target window holds
+// what the C client put there.
+func TestPerftestInterop(t *testing.T) {
+	const n = 200
+	faa := func(want uint64) func(*testing.T, uint64, int, int) {
+		return func(t *testing.T, sum uint64, _, _ int) {
+			if sum != want {
+				t.Fatalf("the C client's fetch-and-adds sum to %d in Go's window, want %d", sum, want)
+			}
+		}
+	}
+	written := func(t *testing.T, _ uint64, nonzero, size int) {
+		if nonzero < size*9/10 {
+			t.Fatalf("the C client's writes left only %d non-zero bytes of %d in Go's window", nonzero, size)
+		}
+	}
+	cases := []perftestCase{
+		{tool: "ib_send_bw", args: []string{"-s", "4096", "-n", "200"}, size: 4096, iters: n},
+		{tool: "ib_write_bw", args: []string{"-s", "4096", "-n", "200"}, size: 4096, iters: n, target: written},
+		{tool: "ib_read_bw", args: []string{"-s", "4096", "-n", "200"}, size: 4096, iters: n},
+		{tool: "ib_atomic_bw", args: []string{"-A", "FETCH_AND_ADD", "-n", "200"}, size: 8, iters: n, target: faa(n)},
+		{tool: "ib_atomic_bw", args: []string{"-A", "CMP_AND_SWAP", "-n", "200"}, size: 8, iters: n, target: faa(0)},
+		{tool: "ib_send_lat", args: []string{"-n", "200"}, size: 2, iters: n, lat: true},
+		{tool: "ib_write_lat", args: []string{"-n", "200"}, size: 2, iters: n, lat: true},
+		{tool: "ib_read_lat", args: []string{"-n", "200"}, size: 2, iters: n, lat: true},
+		{tool: "ib_atomic_lat", args: []string{"-n", "200"}, size: 8, iters: n, lat: true, target: faa(n)},
+	}
+	for _, c := range cases {
+		for _, goServer := range []bool{true, false} {
+			dir := "C server, Go client"
+			if goServer {
+				dir = "Go server, C client"
+			}
+			t.Run(c.tool+" "+strings.Join(c.args, " ")+" / "+dir, func(t *testing.T) {
+				runPerftestCase(t, c, goServer)
+			})
+		}
+	}
+}
+
+func runPerftestCase(t *testing.T, c perftestCase, goServer bool) {
+	srv := perftestEnd{goTool: goServer, env: []string{"PERFTEST_TARGET=1", "PERFTEST_MALLOCS=1"}}
+	cli := perftestEnd{goTool: !goServer, env: []string{"PERFTEST_MALLOCS=1"}}
+	so, co, err := tryPerftestPair(t, srv, cli, c.tool, c.cliExtra, c.args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goOut, cOut := so, co
+	if !goServer {
+		goOut, cOut = co, so
+	}
+	rowOwner := cOut
+	who := "the C peer"
+	readLatServer := c.lat && (c.tool == "ib_read_lat" || c.tool == "ib_atomic_lat")
+	if readLatServer && !goServer {
+		// The read/atomic latency server prints no row; the Go client's
+		// row has the numbers.
+		rowOwner, who = goOut, "the Go client"
+	}
+	f := checkRow(t, who, rowOwner, c.lat, c.size, c.iters)
+	t.Logf("%s: %v", who, f)
+	if !readLatServer || !goServer {
+		checkRow(t, "the Go end", goOut, c.lat, c.size, c.iters)
+	}
+	for _, m := range regexp.MustCompile(`perftest: (\d+) heap allocations in the measured loop`).FindAllStringSubmatch(goOut, -1) {
+		if m[1] != "0" {
+			t.Fatalf("the Go end's measured loop allocated: %s\n%s", m[0], goOut)
+		}
+	}
+	if goServer && c.target != nil {
+		m := perftestTarget.FindStringSubmatch(goOut)
+		if m == nil {
+			t.Fatalf("no target report from the Go server:\n%s", goOut)
+		}
+		nonzero, _ := strconv.Atoi(m[2])
+		sum, _ := strconv.ParseUint(m[4], 10, 64)
+		c.target(t, sum, nonzero, c.size)
+		t.Logf("Go server's window: %s", m[0])
+	}
+}
+
+// TestPerftestInteropAll runs -a (every size from 2 B to 8 MiB, each
+// with its own synchronisation in the SEND tools) both ways. It takes
+// minutes per case under TCG, so it runs only with RXEVM_SOAK=1
+// (`make soak SOAKRUN=TestPerftestInteropAll`); make test's subset is
+// TestPerftestInterop.
+func TestPerftestInteropAll(t *testing.T) {
+	if os.Getenv("RXEVM_SOAK") != "1" {
+		t.Skip("long: runs with RXEVM_SOAK=1 (make soak SOAKRUN=TestPerftestInteropAll)")
+	}
+	runPerftestCases(t, []perftestCase{
+		{tool: "ib_send_bw", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5},
+		{tool: "ib_write_bw", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5},
+		{tool: "ib_send_lat", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5, lat: true},
+		{tool: "ib_write_lat", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5, lat: true},
+		{tool: "ib_send_bw", args: []string{"-a", "-c", "UD", "-n", "5"}, size: 1024, iters: 5},
+	})
+}
+
+// TestPerftestInteropRDMACM runs -R both ways: the exchange over an RDMA
+// CM connection (SENDs of perftest's binary records), then a second CM
+// connection on the same port for the test QP.
+func TestPerftestInteropRDMACM(t *testing.T) {
+	src := []string{"--source_ip", "10.99.0.2"}
+	runPerftestCases(t, []perftestCase{
+		{tool: "ib_send_bw", args: []string{"-R", "-s", "4096", "-n", "200"}, cliExtra: src, size: 4096, iters: 200},
+		{tool: "ib_write_bw", args: []string{"-R", "-s", "4096", "-n", "200"}, cliExtra: src, size: 4096, iters: 200},
+		{tool: "ib_read_bw", args: []string{"-R", "-s", "4096", "-n", "200"}, cliExtra: src, size: 4096, iters: 200},
+		{tool: "ib_send_lat", args: []string{"-R", "-n", "200"}, cliExtra: src, size: 2, iters: 200, lat: true},
+		{tool: "ib_write_lat", args: []string{"-R", "-n", "200"}, cliExtra: src, size: 2, iters: 200, lat: true},
+	})
+}
+
+// TestPerftestInteropOptions runs the exchange's other paths both ways:
+// -b, -q, -D, -e, -o, UC, UD, post lists, Gb/s.
+func TestPerftestInteropOptions(t *testing.T) {
+	runPerftestCases(t, []perftestCase{
+		{tool: "ib_send_bw", args: []string{"-b", "-s", "1024", "-n", "100"}, size: 1024, iters: 100},
+		{tool: "ib_write_bw", args: []string{"-b", "-s", "1024", "-n", "100"}, size: 1024, iters: 100},
+		{tool: "ib_write_bw", args: []string{"-q", "4", "-s", "2048", "-n", "100"}, size: 2048, iters: 400},
+		{tool: "ib_send_bw", args: []string{"-q", "3", "-s", "512", "-n", "100"}, size: 512, iters: 300},
+		{tool: "ib_send_bw", args: []string{"-e", "-s", "4096", "-n", "100"}, size: 4096, iters: 100},
+		{tool: "ib_send_lat", args: []string{"-e", "-n", "100"}, size: 2, iters: 100, lat: true},
+		{tool: "ib_read_bw", args: []string{"-o", "4", "-s", "1024", "-n", "100"}, size: 1024, iters: 100},
+		{tool: "ib_send_bw", args: []string{"-c", "UC", "-s", "1024", "-n", "100"}, size: 1024, iters: 100},
+		{tool: "ib_write_lat", args: []string{"-c", "UC", "-n", "100"}, size: 2, iters: 100, lat: true},
+		{tool: "ib_send_bw", args: []string{"-c", "UD", "-s", "512", "-n", "100"}, size: 512, iters: 100},
+		{tool: "ib_send_lat", args: []string{"-c", "UD", "-s", "64", "-n", "100"}, size: 64, iters: 100, lat: true},
+		{tool: "ib_write_bw", args: []string{"-D", "2", "-s", "1024"}, size: 1024},
+		{tool: "ib_write_bw", args: []string{"-l", "4", "-s", "256", "-n", "100", "--report_gbits"}, size: 256, iters: 100},
+	})
+}
+
+func runPerftestCases(t *testing.T, cases []perftestCase) {
+	for _, c := range cases {
+		for _, goServer := range []bool{true, false} {
+			dir := "C server, Go client"
+			if goServer {
+				dir = "Go server, C client"
+			}
+			t.Run(fmt.Sprintf("%s %s / %s", c.tool, strings.Join(c.args, " "), dir), func(t *testing.T) {
+				runPerftestCase(t, c, goServer)
+			})
+		}
+	}
+}
+
+// Ends started with different parameters fail within the Go tool's limit
+// with a message instead of hanging (perftest itself does not check; the
+// C end may hang, and is killed by its timeout).
+func TestPerftestMismatch(t *testing.T) {
+	devs := devices(t, 2)
+	for _, c := range []struct {
+		name          string
+		goServer      bool
+		tool          string
+		goArgs, cArgs []string
+		want          string
+	}{
+		{"C client sends 64 KiB into Go's 4 KiB receives", true, "ib_send_bw", []string{"-s", "4096", "-n", "100"}, []string{"-s", "65536", "-n", "100"}, "Completion with error"},
+		{"Go client sends 64 KiB into C's 4 KiB receives", false, "ib_send_bw", []string{"-s", "65536", "-n", "100"}, []string{"-s", "4096", "-n", "100"}, "Completion with error"},
+		{"Go server waits for 200 messages of 100", true, "ib_send_bw", []string{"-s", "1024", "-n", "200"}, []string{"-s", "1024", "-n", "100"}, "no completion"},
+		{"Go client and C server with other QP counts", false, "ib_write_bw", []string{"-q", "2", "-n", "100"}, []string{"-q", "1", "-n", "100"}, "Failed to exchange data"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			port := 18600 + int(perftestPort.Add(1))
+			goEnd := perftestEnd{goTool: true, env: []string{"PERFTEST_TIMEOUT=8s"}}
+			var s, cl *peer
+			start := time.Now()
+			if c.goServer {
+				s = startPerftest(t, goEnd, c.tool, devs[0], port, c.goArgs, "")
+				waitListening(t, s, port, 30*time.Second)
+				cl = startPerftest(t, perftestEnd{}, c.tool, devs[1], port, c.cArgs, "10.99.0.1")
+			} else {
+				s = startPerftest(t, perftestEnd{}, c.tool, devs[0], port, c.cArgs, "")
+				waitListening(t, s, port, 30*time.Second)
+				cl = startPerftest(t, goEnd, c.tool, devs[1], port, c.goArgs, "10.99.0.1")
+			}
+			g := cl
+			if c.goServer {
+				g = s
+			}
+			<-g.done
+			took := time.Since(start)
+			if g.err == nil {
+				t.Fatalf("the Go end succeeded:\n%s", g.out.String())
+			}
+			if errors.Is(g.err, context.DeadlineExceeded) || took > 2*time.Minute {
+				t.Fatalf("the Go end hung (%v):\n%s", took, g.out.String())
+			}
+			if !strings.Contains(g.out.String(), c.want) {
+				t.Fatalf("the Go end failed without %q:\n%s", c.want, g.out.String())
+			}
+			lines := strings.Split(strings.TrimSpace(g.out.String()), "\n")
+			t.Logf("Go end failed after %v: %s", took.Round(time.Millisecond), lines[len(lines)-1])
+		})
+	}
+}
+
+// waitOutput waits until p has printed want, or fails if p exits first.
+func waitOutput(t *testing.T, p *peer, want string, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !strings.Contains(p.out.String(), want) {
+		select {
+		case <-p.done:
+			t.Fatalf("%s exited before printing %q: %v\n%s", p.name, want, p.err, p.out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not print %q in %v:\n%s", p.name, want, limit, p.out.String())
+		}
+	}
+}

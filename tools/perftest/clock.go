@@ -1,0 +1,98 @@
+package main
+
+import (
+	"runtime"
+	"time"
+)
+
+// epoch is the origin of now's timestamps.
+var epoch = time.Now()
+
+// now is the monotonic clock in nanoseconds, perftest's get_cycles: it
+// allocates nothing.
+func now() int64 { return int64(time.Since(epoch)) }
+
+// durationState is perftest's DurationStates: a timed run warms up for
+// the margin, samples for duration − 2·margin, cools down for the margin,
+// and ends.
+type durationState int
+
+const (
+	stateStart durationState = iota
+	stateSample
+	stateStopSample
+	stateEnd
+)
+
+// durationClock is a timed run's state machine (perftest's SIGALRM
+// handler). The loop that asks for the state moves it on when its time
+// has come, so no timer, goroutine or allocation is involved.
+type durationClock struct {
+	state         durationState
+	next          int64 // when the state changes next; 0 before start
+	sampleStart   int64
+	sampleStop    int64
+	margin, whole int64 // nanoseconds
+}
+
+func newDurationClock(o *options) *durationClock {
+	return &durationClock{margin: int64(o.margin) * int64(time.Second), whole: int64(o.duration) * int64(time.Second)}
+}
+
+// start begins the warm-up.
+func (c *durationClock) start() {
+	c.state, c.next = stateStart, now()+c.margin
+	c.current()
+}
+
+// current is the state now, after any transitions that are due.
+func (c *durationClock) current() durationState {
+	if c.next == 0 || c.state == stateEnd {
+		return c.state
+	}
+	for t := now(); c.state != stateEnd && t >= c.next; {
+		switch c.state {
+		case stateStart:
+			c.sampleStart = c.next
+			c.state, c.next = stateSample, c.next+c.whole-2*c.margin
+		case stateSample:
+			c.sampleStop = c.next
+			c.state, c.next = stateStopSample, c.next+c.margin
+		case stateStopSample:
+			c.state = stateEnd
+		}
+	}
+	return c.state
+}
+
+// stop ends the run at once.
+func (c *durationClock) stop() { c.state = stateEnd }
+
+// yieldEvery is how long a measured loop runs before it passes through
+// the Go scheduler once. A goroutine that runs 10 ms without doing so is
+// preempted by the runtime's monitor thread with a signal (SIGURG via
+// tgkill): in the VM that signal, its handler and the rescheduling cost
+// the vCPUs that rxe and the peer need (seen in a CPU profile of the
+// spinning client: runtime.asyncPreempt 22-25 % of its samples; strace:
+// 184 tgkill for 5 000 sends). Yielding first, voluntarily, is cheap
+// when no other goroutine wants to run.
+const yieldEvery = 2 * time.Millisecond
+
+// yielder makes a spinning loop yield to the scheduler every yieldEvery,
+// reading the clock only every 16 calls.
+type yielder struct {
+	calls int
+	last  int64
+}
+
+// maybe yields when yieldEvery has passed since the last time.
+func (y *yielder) maybe() {
+	y.calls++
+	if y.calls&15 != 0 {
+		return
+	}
+	if t := now(); t-y.last >= int64(yieldEvery) {
+		y.last = t
+		runtime.Gosched()
+	}
+}

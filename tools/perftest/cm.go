@@ -1,0 +1,301 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/pureverbs/pureverbs/cq"
+	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/qp/rdmacm"
+	"github.com/pureverbs/pureverbs/uverbs"
+)
+
+// cmDestLen is sizeof(struct pingpong_dest) in perftest 4.5: what -R
+// sends its address records as, and the size of every receive on the
+// exchange's QP.
+const cmDestLen = 56
+
+// marshalBinary writes d as perftest's struct pingpong_dest with its
+// integers big-endian (rdma_write_keys): lid, out_reads, qpn, psn, rkey at
+// 0..19, vaddr at 24, the GID at 32, srqn at 48, gid_index at 52.
+func (d *dest) marshalBinary(b []byte, gidIndex int) {
+	clear(b[:cmDestLen])
+	be := binary.BigEndian
+	be.PutUint32(b[0:], uint32(d.lid))
+	be.PutUint32(b[4:], d.outReads)
+	be.PutUint32(b[8:], d.qpn)
+	be.PutUint32(b[12:], d.psn)
+	be.PutUint32(b[16:], d.rkey)
+	be.PutUint64(b[24:], d.vaddr)
+	copy(b[32:48], d.gid[:])
+	be.PutUint32(b[48:], d.srqn)
+	be.PutUint32(b[52:], uint32(gidIndex))
+}
+
+// parseBinaryDest reads rdma_read_keys' fields (it ignores srqn and the
+// GID index).
+func parseBinaryDest(b []byte) dest {
+	be := binary.BigEndian
+	var d dest
+	d.lid = uint16(be.Uint32(b[0:]))
+	d.outReads = be.Uint32(b[4:])
+	d.qpn = be.Uint32(b[8:])
+	d.psn = be.Uint32(b[12:])
+	d.rkey = be.Uint32(b[16:])
+	d.vaddr = be.Uint64(b[24:])
+	copy(d.gid[:], b[32:48])
+	return d
+}
+
+// cmExchanger is perftest's exchange over RDMA CM (-R, -z): one RC
+// connection, every message one signalled SEND into the peer's single
+// posted receive of cmDestLen bytes, which the reader re-posts.
+type cmExchanger struct {
+	conn    *rdmacm.Conn
+	client  bool
+	buf     *uverbs.Buffer
+	mr      *uverbs.MR
+	recv    [1]qp.RecvWR
+	sendWR  [1]qp.SendWR
+	wc      [2]cq.WC
+	gotRecv bool // a receive completed while waiting for a send
+	timeout time.Duration
+}
+
+const (
+	cmRecvOff = 0
+	cmSendOff = 64
+)
+
+// setup registers the message buffer on the connection's PD and posts
+// the first receive: Options.Setup, before the connection is made.
+func (x *cmExchanger) setup(c *rdmacm.Conn) error {
+	var err error
+	if x.buf, err = uverbs.NewBuffer(128, uverbs.BufferOptions{}); err != nil {
+		return err
+	}
+	if x.mr, err = c.PD().RegisterMR(x.buf, uverbs.AccessLocalWrite); err != nil {
+		return err
+	}
+	rs, err := x.mr.SGE(cmRecvOff, cmDestLen)
+	if err != nil {
+		return err
+	}
+	x.recv[0] = qp.RecvWR{ID: 1, SGEs: []uverbs.SGE{rs}}
+	return c.QP().PostRecv(x.recv[:])
+}
+
+var cmOptions = rdmacm.Options{Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
+
+// dialCM connects the exchange to the server, retrying while it does not
+// listen yet (perftest retries its connect ten times).
+func dialCM(host string, port int, src string) (*cmExchanger, error) {
+	x := &cmExchanger{client: true, timeout: exchangeTimeout}
+	o := cmOptions
+	o.Setup = x.setup
+	if src != "" {
+		a, err := parseIP(src)
+		if err != nil {
+			return nil, err
+		}
+		o.Source = a
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	var err error
+	for try := 0; try < 50; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		x.conn, err = rdmacm.Dial(ctx, addr, o)
+		cancel()
+		if err == nil {
+			return x, nil
+		}
+		x.releaseBuffer()
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("Unable to perform rdma_client function: %w", err)
+}
+
+// acceptCM listens on the port, takes one connection and stops
+// listening, as perftest's rdma_server_connect does.
+func acceptCM(port int) (*cmExchanger, error) {
+	x := &cmExchanger{timeout: exchangeTimeout}
+	o := cmOptions
+	o.Setup = x.setup
+	l, err := rdmacm.Listen(context.Background(), "0.0.0.0:"+strconv.Itoa(port), o)
+	if err != nil {
+		return nil, fmt.Errorf("Couldn't listen on port %d (rdma_cm): %w", port, err)
+	}
+	defer l.Close()
+	if x.conn, err = l.Accept(context.Background()); err != nil {
+		x.releaseBuffer()
+		return nil, fmt.Errorf("rdma_accept failed: %w", err)
+	}
+	return x, nil
+}
+
+func (x *cmExchanger) releaseBuffer() {
+	if x.mr != nil {
+		x.mr.Close()
+		x.mr = nil
+	}
+	if x.buf != nil {
+		x.buf.Close()
+		x.buf = nil
+	}
+}
+
+// poll waits for a completion of the wanted kind (a receive, or else a
+// send), remembering a receive that arrives first.
+func (x *cmExchanger) poll(wantRecv bool) error {
+	deadline := time.Now().Add(x.timeout)
+	for spins := 0; ; spins++ {
+		if wantRecv && x.gotRecv {
+			x.gotRecv = false
+			return nil
+		}
+		n, err := x.conn.CQ().Poll(x.wc[:1])
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			w := &x.wc[0]
+			if w.Status != cq.Success {
+				return fmt.Errorf(" Bad wc status %d (%v)", w.Status, w.Status)
+			}
+			if w.Opcode.IsRecv() {
+				if wantRecv {
+					return nil
+				}
+				x.gotRecv = true
+				continue
+			}
+			if !wantRecv {
+				return nil
+			}
+			continue
+		}
+		if spins > 1000 {
+			if x.timeout > 0 && time.Now().After(deadline) {
+				return fmt.Errorf("the peer sent nothing for %v (do both ends run with the same parameters?)", x.timeout)
+			}
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+}
+
+func (x *cmExchanger) write(msg []byte) error {
+	b := x.buf.Bytes()
+	copy(b[cmSendOff:], msg)
+	s, err := x.mr.SGE(cmSendOff, len(msg))
+	if err != nil {
+		return err
+	}
+	x.sendWR[0] = qp.SendWR{ID: 2, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []uverbs.SGE{s}}
+	if err := x.conn.QP().PostSend(x.sendWR[:]); err != nil {
+		return fmt.Errorf("Function ibv_post_send failed: %w", err)
+	}
+	return x.poll(false)
+}
+
+func (x *cmExchanger) read(msg []byte) error {
+	if err := x.poll(true); err != nil {
+		return err
+	}
+	copy(msg, x.buf.Bytes()[cmRecvOff:cmRecvOff+len(msg)])
+	return x.conn.QP().PostRecv(x.recv[:])
+}
+
+func (x *cmExchanger) exchange(mine, theirs []byte) error {
+	if x.client {
+		if err := x.write(mine); err != nil {
+			return err
+		}
+		return x.read(theirs)
+	}
+	if err := x.read(theirs); err != nil {
+		return err
+	}
+	return x.write(mine)
+}
+
+// send has nothing to do: over RDMA CM nobody sends "done".
+func (x *cmExchanger) send(msg []byte) error { return nil }
+
+func (x *cmExchanger) setTimeout(d time.Duration) { x.timeout = d }
+
+// Close disconnects and releases the connection and its buffer.
+func (x *cmExchanger) Close() error {
+	var errs []error
+	if x.mr != nil {
+		errs = append(errs, x.mr.Close())
+		x.mr = nil
+	}
+	if x.conn != nil {
+		errs = append(errs, x.conn.Close())
+	}
+	if x.buf != nil {
+		errs = append(errs, x.buf.Close())
+		x.buf = nil
+	}
+	return errors.Join(errs...)
+}
+
+// connectCM makes the test's connection over RDMA CM (-R,
+// create_rdma_cm_connection): a record exchange, the client's connect to
+// the server listening on the same port, another exchange. The QP, its CQ
+// (one for sends and receives) and its PD come from the connection.
+func (t *tool) connectCM(mtu int) (*rdmacm.Conn, error) {
+	o := t.o
+	// perftest's records here are its uninitialised my_dest: zeros.
+	if _, err := t.s.handShake(dest{}); err != nil {
+		return nil, err
+	}
+	co := rdmacm.Options{
+		Cap: qp.Cap{MaxSendWR: uint32(o.txDepth), MaxRecvWR: uint32(max(o.rxDepth, 1)), MaxSendSGE: 1, MaxRecvSGE: 1},
+		CQE: o.txDepth + max(o.rxDepth, 1), CompChannel: o.events,
+	}
+	if o.test.verb == verbRead || o.test.verb == verbAtomic {
+		n := uint8(min(t.d.outReads, 255))
+		co.ResponderResources, co.InitiatorDepth = n, n
+	}
+	var conn *rdmacm.Conn
+	var err error
+	if o.server == "" {
+		var l *rdmacm.Listener
+		if l, err = rdmacm.Listen(context.Background(), "0.0.0.0:"+strconv.Itoa(o.port), co); err != nil {
+			return nil, fmt.Errorf("Failed to create RDMA CM connection: %w", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), exchangeTimeout)
+		conn, err = l.Accept(ctx)
+		cancel()
+		l.Close()
+	} else {
+		if o.sourceIP != "" {
+			if co.Source, err = parseIP(o.sourceIP); err != nil {
+				return nil, err
+			}
+		}
+		addr := net.JoinHostPort(o.server, strconv.Itoa(o.port))
+		for try := 0; try < 10; try++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			conn, err = rdmacm.Dial(ctx, addr, co)
+			cancel()
+			if err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("Failed to create RDMA CM connection: %w", err)
+	}
+	if _, err := t.s.handShake(dest{}); err != nil {
+		return nil, errors.Join(err, conn.Close())
+	}
+	return conn, nil
+}
