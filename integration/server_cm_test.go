@@ -213,7 +213,12 @@ func TestServerCMSlowConsumer(t *testing.T) {
 	out := r.send(30*time.Second, "-cm", "-n", "300", "-s", "1000")
 	el := time.Since(start)
 	st := r.waitStats(30*time.Second, "300 frames", func(s *server.Stats) bool { return s.Frames >= 300 })
+	// Stats count a frame before its Handler call, which sleeps first:
+	// wait for the last one to reach the checker.
 	c := r.checker(0)
+	for deadline := time.Now().Add(10 * time.Second); c.Frames < 300 && time.Now().Before(deadline); c = r.checker(0) {
+		time.Sleep(5 * time.Millisecond)
+	}
 	c.Expect(300)
 	if c.Lost != 0 || c.Corrupt != 0 || c.Frames != 300 {
 		t.Errorf("checker %+v", c)
