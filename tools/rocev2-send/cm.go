@@ -54,7 +54,7 @@ func sourceAddr(o *options) (netip.Addr, error) {
 
 // dialSender connects over RDMA CM (rdmacm.Dial builds the PD, CQ and QP
 // on the device that owns the source address) and registers the buffer
-// there before the connect.
+// there.
 func dialSender(ctx context.Context, o *options) (s *sender, err error) {
 	src, err := sourceAddr(o)
 	if err != nil {
@@ -75,16 +75,16 @@ func dialSender(ctx context.Context, o *options) (s *sender, err error) {
 		Source: src,
 		Cap:    qp.Cap{MaxSendWR: uint32(o.depth), MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1},
 		CQE:    o.depth + 1,
-		Setup: func(c *rdmacm.Conn) error {
-			var err error
-			s.mr, err = c.PD().RegisterMR(s.buf, uverbs.AccessLocalWrite)
-			return err
-		},
 	})
 	if err != nil {
 		return s, fmt.Errorf("rdma cm connect %s from %v: %w", addr, src, err)
 	}
 	s.cm, s.qp, s.cq = c, c.QP(), c.CQ()
+	// Registered once connected, not in Options.Setup: an MR on Dial's PD
+	// would keep a failed Dial from releasing it. Nothing is sent before.
+	if s.mr, err = c.PD().RegisterMR(s.buf, uverbs.AccessLocalWrite); err != nil {
+		return s, fmt.Errorf("register the send buffer: %w", err)
+	}
 	return s, nil
 }
 
