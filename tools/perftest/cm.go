@@ -251,10 +251,6 @@ func (x *cmExchanger) Close() error {
 // (one for sends and receives) and its PD come from the connection.
 func (t *tool) connectCM(mtu int) (*rdmacm.Conn, error) {
 	o := t.o
-	// perftest's records here are its uninitialised my_dest: zeros.
-	if _, err := t.s.handShake(dest{}); err != nil {
-		return nil, err
-	}
 	co := rdmacm.Options{
 		Cap: qp.Cap{MaxSendWR: uint32(o.txDepth), MaxRecvWR: uint32(max(o.rxDepth, 1)), MaxSendSGE: 1, MaxRecvSGE: 1},
 		CQE: o.txDepth + max(o.rxDepth, 1), CompChannel: o.events,
@@ -265,11 +261,24 @@ func (t *tool) connectCM(mtu int) (*rdmacm.Conn, error) {
 	}
 	var conn *rdmacm.Conn
 	var err error
+	var l *rdmacm.Listener
 	if o.server == "" {
-		var l *rdmacm.Listener
+		// Listen before the exchange that lets the client connect: a C
+		// client retries for only about a second (10 x 100 ms), which a
+		// listen after the exchange can miss on a slow machine (seen:
+		// REJECTED, reason 8, no listener).
 		if l, err = rdmacm.Listen(context.Background(), "0.0.0.0:"+strconv.Itoa(o.port), co); err != nil {
 			return nil, fmt.Errorf("Failed to create RDMA CM connection: %w", err)
 		}
+	}
+	// perftest's records here are its uninitialised my_dest: zeros.
+	if _, err := t.s.handShake(dest{}); err != nil {
+		if l != nil {
+			l.Close()
+		}
+		return nil, err
+	}
+	if o.server == "" {
 		ctx, cancel := context.WithTimeout(context.Background(), exchangeTimeout)
 		conn, err = l.Accept(ctx)
 		cancel()
