@@ -217,10 +217,9 @@ func log2(n int) int {
 	return e
 }
 
-// sendBW is ib_send_bw's main.
-func (t *tool) sendBW() error {
-	o := t.o
-	client := o.server != ""
+// sendSetup is the start ib_send_bw and ib_send_lat share: one record per
+// QP, RTR/RTS, a sync record, the remote records printed, events armed.
+func (t *tool) sendSetup() error {
 	if err := t.shakeAll(false); err != nil {
 		return err
 	}
@@ -235,6 +234,16 @@ func (t *tool) sendBW() error {
 		return err
 	}
 	if err := t.armEvents(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// sendBW is ib_send_bw's main.
+func (t *tool) sendBW() error {
+	o := t.o
+	client := o.server != ""
+	if err := t.sendSetup(); err != nil {
 		return err
 	}
 	printBWHeader(t.stdout, o)
@@ -388,20 +397,7 @@ func (t *tool) rdmaBW() error {
 // sendLat is ib_send_lat's main.
 func (t *tool) sendLat() error {
 	o := t.o
-	if err := t.shakeAll(false); err != nil {
-		return err
-	}
-	if err := t.connect(); err != nil {
-		return err
-	}
-	if err := t.shake(); err != nil {
-		return err
-	}
-	t.printLocal()
-	if err := t.shakeAll(true); err != nil {
-		return err
-	}
-	if err := t.armEvents(); err != nil {
+	if err := t.sendSetup(); err != nil {
 		return err
 	}
 	printLatHeader(t.stdout, o)
