@@ -210,13 +210,23 @@ func TestPerftestInterop(t *testing.T) {
 func runPerftestCase(t *testing.T, c perftestCase, goServer bool) {
 	srv := perftestEnd{goTool: goServer, env: []string{"PERFTEST_TARGET=1", "PERFTEST_MALLOCS=1"}}
 	cli := perftestEnd{goTool: !goServer, env: []string{"PERFTEST_MALLOCS=1"}}
-	so, co, err := tryPerftestPair(t, srv, cli, c.tool, c.cliExtra, c.args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	goOut, cOut := so, co
-	if !goServer {
-		goOut, cOut = co, so
+	var goOut, cOut string
+	// C perftest calibrates its cycle counter against the clock; under TCG
+	// that fails now and then ("Correlation coefficient r^2 ... < 0.9") and
+	// its row is all inf. That says nothing about the wire: run once more.
+	for try := 0; ; try++ {
+		so, co, err := tryPerftestPair(t, srv, cli, c.tool, c.cliExtra, c.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		goOut, cOut = so, co
+		if !goServer {
+			goOut, cOut = co, so
+		}
+		if try > 0 || !strings.Contains(cOut, "Correlation coefficient") {
+			break
+		}
+		t.Logf("the C peer could not calibrate its clock; running the pair again")
 	}
 	rowOwner := cOut
 	who := "the C peer"
