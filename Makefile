@@ -110,7 +110,7 @@ itest-selfcheck: setup
 soak: setup
 	RXEVM_SOAK=1 $(MAKE) itest RUN='$(or $(SOAKRUN),Soak)' ITIMEOUT=60m
 
-## soak-server: stream 1 000 000 frames through the server, and again sampling heap and RSS (not part of make test)
+## soak-server: stream 1 000 000 frames through the server sampling heap, RSS, allocations, goroutines and fds, then 15 senders in a row (not part of make test)
 soak-server: setup
 	RXEVM_SOAK=1 $(MAKE) itest RUN='TestServerSoak' ITIMEOUT=60m
 

@@ -7,27 +7,11 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
-	"time"
 
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/qp/rdmacm"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
-
-// runCM connects over RDMA CM and streams; closing the connection at the
-// end disconnects, which ends the server's side of it.
-func runCM(o *options) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := dialSender(ctx, o)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	fmt.Printf("connected over RDMA CM %v → %v: QPN %#06x, peer QPN %#06x; sending %s\n",
-		s.cm.LocalAddr(), s.cm.RemoteAddr(), s.qp.Num(), s.cm.PeerParam().QPNum, describe(o))
-	return streamAndReport(o, s)
-}
 
 // sourceAddr is the IPv4 address of the -d/-g GID: the CM resolves from it,
 // which picks that device.

@@ -8,16 +8,24 @@
 // frames. Back-pressure from the receiver arrives as RNR NAKs, retried
 // forever (rnr_retry 7).
 //
-//	rocev2-send [-d rxe1] [-g 1] [-s 1024|MIN-MAX] [-n 1000] [-t 0] [-r 0] [-c 1] [-w 16777216] SERVER
+//	rocev2-send [-d rxe1] [-g 1] [-s 1024|MIN-MAX] [-n 1000] [-t 0] [-r 0] [-c 1] [-w 16777216] [-reconnect 0] SERVER
 //
 // -cm connects over RDMA CM instead (rdma_resolve_addr from the address of
 // the -d/-g GID, rdma_connect to SERVER:-p with librdmacm's defaults).
+//
+// -reconnect N survives a failed connection (a send completing with an
+// error: the server died, a blackout outlasted the retries, the server
+// refused a frame): the sender connects again, at most N attempts in all,
+// and goes on with its next frame, sequence number and ring position; it
+// prints the frames that were in flight unacknowledged (each may or may
+// not have arrived) and exits 0 when the stream finished.
 //
 // -op picks a malformed mode for tests: send (no immediate), write or
 // write-imm (RDMA WRITE into -raddr/-rkey).
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,11 +37,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/server"
-	"github.com/pureverbs/pureverbs/server/framecheck"
-	"github.com/pureverbs/pureverbs/uverbs"
 )
 
 type options struct {
@@ -60,6 +65,9 @@ type options struct {
 	rkey     uint32
 	host     string
 	cm       bool
+	// reconnect is how many connection attempts may follow failed
+	// connections in all.
+	reconnect int
 }
 
 func parseOptions(args []string) (*options, error) {
@@ -71,6 +79,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.IntVar(&o.gidIndex, "g", 1, "local GID index (the RoCE v2 GID)")
 	fs.UintVar(&port, "i", 1, "device port")
 	fs.IntVar(&o.tcpPort, "p", server.DefaultTCPPort, "server's side-channel TCP port (with -cm: its RDMA CM port)")
+	fs.IntVar(&o.reconnect, "reconnect", 0, "when the QP fails (a send completes with an error), connect again and go on with the next frame; at most this many attempts in all, 100 ms apart doubling up to 2 s")
 	fs.BoolVar(&o.cm, "cm", false, "connect over RDMA CM (from the address of the -d/-g GID) instead of the side channel")
 	fs.StringVar(&size, "s", "1024", "payload size in bytes, or MIN-MAX for sizes spread over a range")
 	fs.Uint64Var(&o.count, "n", 1000, "frames to send (0: until -t)")
@@ -136,6 +145,9 @@ func parseOptions(args []string) (*options, error) {
 	if o.count == 0 && o.duration == 0 {
 		return nil, errors.New("-n 0 needs -t")
 	}
+	if o.reconnect < 0 {
+		return nil, fmt.Errorf("-reconnect %d: not a count", o.reconnect)
+	}
 	if o.depth < 1 {
 		return nil, fmt.Errorf("-q %d: need at least 1", o.depth)
 	}
@@ -173,35 +185,92 @@ func main() {
 }
 
 func run(o *options) error {
+	z := newStreamer(o)
+	attempts := 0
+	for {
+		s, conn, err := connect(o)
+		if err != nil {
+			// Only a connection that failed may be replaced: the first one
+			// failing is an error of the set-up.
+			if z.head == 0 || attempts >= o.reconnect {
+				return err
+			}
+			attempts++
+			wait := reconnectWait(attempts)
+			fmt.Printf("reconnect %d of %d failed: %v; next in %v\n", attempts, o.reconnect, err, wait)
+			time.Sleep(wait)
+			continue
+		}
+		err = z.stream(s)
+		if conn != nil {
+			conn.Close()
+		}
+		s.close()
+		var ce *completionError
+		if err == nil || !errors.As(err, &ce) || attempts >= o.reconnect {
+			report(z)
+			return err
+		}
+		attempts++
+		// A completion error names a frame in flight: there is a range.
+		r := z.abandon()
+		if !z.more() {
+			// Nothing left to send: the failed frames are reported, as
+			// after a reconnection.
+			fmt.Printf("%v; frames %v unacknowledged, may be lost; the stream is over\n", err, r)
+			report(z)
+			return nil
+		}
+		fmt.Printf("%v; frames %v unacknowledged, may be lost; reconnecting (%d of %d), next frame %d\n", err, r, attempts, o.reconnect, z.head)
+	}
+}
+
+// reconnectWait is how long a reconnection attempt waits after the
+// previous one failed: 100 ms, doubling up to 2 s.
+func reconnectWait(attempt int) time.Duration {
+	return min(100*time.Millisecond<<min(attempt-1, 5), 2*time.Second)
+}
+
+// connect makes a sender and connects it, through the side channel (its
+// TCP connection is returned: it stays open while streaming, so that the
+// server ends this sender's connection when it closes, a killed sender
+// included) or with -cm over RDMA CM.
+func connect(o *options) (*sender, net.Conn, error) {
 	if o.cm {
-		return runCM(o)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s, err := dialSender(ctx, o)
+		if err != nil {
+			return nil, nil, err
+		}
+		fmt.Printf("connected over RDMA CM %v → %v: QPN %#06x, peer QPN %#06x; sending %s\n",
+			s.cm.LocalAddr(), s.cm.RemoteAddr(), s.qp.Num(), s.cm.PeerParam().QPNum, describe(o))
+		return s, nil, nil
 	}
 	s, err := openSender(o)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer s.close()
 	psn := rand.Uint32() & 0xffffff
 	conn, srv, err := exchange(o, qp.Peer{QPN: s.qp.Num(), PSN: psn, GID: s.gid}, func(p qp.Peer) error {
 		return s.connect(o, p, psn)
 	})
 	if err != nil {
-		return err
+		return nil, nil, errors.Join(err, s.close())
 	}
-	// The connection stays open while streaming: the server ends this
-	// sender's connection when it closes (a killed sender included).
-	defer conn.Close()
 	fmt.Printf("connected to %s: QPN %#06x, GID %v; sending %s\n", o.host, srv.QPN, srv.GID, describe(o))
-	return streamAndReport(o, s)
+	return s, conn, nil
 }
 
-// streamAndReport streams and prints what was sent.
-func streamAndReport(o *options, s *sender) error {
-	st, err := stream(o, s)
-	el := st.elapsed.Seconds()
+// report prints what was sent: the frames seen acknowledged, and after
+// reconnections the frames whose connection failed before they were.
+func report(z *streamer) {
+	el := z.elapsed.Seconds()
 	fmt.Printf("sent %d frames, %d bytes in %.3f s: %.0f frames/s, %.2f MB/s\n",
-		st.frames, st.bytes, el, float64(st.frames)/el, float64(st.bytes)/el/1e6)
-	return err
+		z.frames, z.bytes, el, float64(z.frames)/el, float64(z.bytes)/el/1e6)
+	if len(z.unacked) > 0 {
+		fmt.Printf("unacknowledged when a connection failed: %s\n", z.unackedSummary())
+	}
 }
 
 func describe(o *options) string {
@@ -249,110 +318,4 @@ func exchange(o *options, me qp.Peer, connect func(qp.Peer) error) (net.Conn, qp
 	}
 	conn.SetDeadline(time.Time{})
 	return conn, srv, nil
-}
-
-type result struct {
-	frames, bytes uint64
-	elapsed       time.Duration
-}
-
-// stream posts the frames, keeping up to depth in flight, one doorbell per
-// batch, and reaps completions; it stops at the first failed one. Slots
-// are used in ring order, so that a completion for frame seq (with
-// -signal N only every Nth is signalled, and the last) accounts for every
-// frame before it.
-func stream(o *options, s *sender) (result, error) {
-	var st result
-	slot := max(o.maxSize, 1)
-	mem := s.buf.Bytes()
-	depth := uint64(o.depth)
-	wrs := make([]qp.SendWR, o.depth)
-	sges := make([]uverbs.SGE, o.depth)
-	sizes := make([]int, o.depth)
-	wc := make([]cq.WC, o.depth)
-	pos := make([]uint32, o.channels)
-	span := uint64(o.maxSize - o.minSize + 1)
-	signal := uint64(o.signal)
-	start := time.Now()
-	deadline := time.Time{}
-	if o.duration > 0 {
-		deadline = start.Add(o.duration)
-	}
-	var head, tail uint64 // next frame to post, oldest not known complete
-	more := func() bool {
-		if o.count != 0 && head >= o.count {
-			return false
-		}
-		return deadline.IsZero() || head%64 != 0 || time.Now().Before(deadline)
-	}
-	for {
-		// Post as many as there is room for (and the rate allows).
-		k := 0
-		for head-tail < depth && more() {
-			if o.rate > 0 {
-				due := start.Add(time.Duration(float64(head) / o.rate * float64(time.Second)))
-				if d := time.Until(due); d > 0 {
-					if k > 0 || head != tail {
-						break
-					}
-					time.Sleep(d)
-				}
-			}
-			i := head % depth
-			n := o.minSize
-			if span > 1 {
-				n += int((head * 0x9e3779b97f4a7c15 >> 40) % span)
-			}
-			if o.fill || head < depth {
-				framecheck.Fill(mem[int(i)*slot:int(i)*slot+n], head)
-			}
-			ch := int(head % uint64(o.channels))
-			ring := 0
-			if o.perChan {
-				ring = ch
-			}
-			sge, err := s.mr.SGE(int(i)*slot, n)
-			if err != nil {
-				return st, err
-			}
-			sges[i] = sge
-			wrs[k] = qp.SendWR{ID: head, Opcode: o.op, Imm: pos[ring]<<8 | uint32(o.chanBase+ch),
-				SGEs: sges[i : i+1], RemoteAddr: o.raddr, RKey: o.rkey}
-			if n == 0 {
-				wrs[k].SGEs = nil
-			}
-			sizes[i] = n
-			pos[ring] = (pos[ring] + 1) % o.wrap
-			head++
-			// Signal every Nth, the one that fills the queue, and the last.
-			if head%signal == 0 || head-tail == depth || !more() {
-				wrs[k].Flags = qp.Signaled
-			}
-			k++
-		}
-		if k > 0 {
-			if err := s.qp.PostSend(wrs[:k]); err != nil {
-				return st, fmt.Errorf("post send: %w", err)
-			}
-		}
-		if head == tail && !more() {
-			break
-		}
-		n, err := s.cq.Poll(wc)
-		if err != nil {
-			return st, fmt.Errorf("poll CQ: %w", err)
-		}
-		for _, c := range wc[:n] {
-			if c.Status != cq.Success {
-				st.elapsed = time.Since(start)
-				return st, fmt.Errorf("send completion error: %v (status %d, vendor error %#x) after %d frames", c.Status, uint32(c.Status), c.VendorErr, st.frames)
-			}
-			for ; tail <= c.WRID; tail++ {
-				st.frames++
-				st.bytes += uint64(sizes[tail%depth])
-			}
-		}
-	}
-	st.elapsed = time.Since(start)
-	return st, nil
 }

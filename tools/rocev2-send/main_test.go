@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"github.com/pureverbs/pureverbs/qp"
 )
@@ -23,9 +24,37 @@ func TestParseOptions(t *testing.T) {
 		{"-w", "0", "h"},              // no ring
 		{"-n", "0", "h"},              // endless without -t
 		{"-op", "read", "h"},          // unknown operation
+		{"-reconnect", "-1", "h"},     // not a count
 	} {
 		if _, err := parseOptions(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+func TestReconnectWait(t *testing.T) {
+	want := []time.Duration{100, 200, 400, 800, 1600, 2000, 2000, 2000}
+	for i, w := range want {
+		if got := reconnectWait(i + 1); got != w*time.Millisecond {
+			t.Errorf("attempt %d waits %v, want %v", i+1, got, w*time.Millisecond)
+		}
+	}
+}
+
+func TestAbandonedFrames(t *testing.T) {
+	z := newStreamer(&options{count: 100, channels: 1})
+	z.head, z.tail = 40, 31
+	if r := z.abandon(); r != (frameRange{31, 39}) || z.tail != 40 || !z.more() {
+		t.Fatalf("abandon: %v, tail %d", r, z.tail)
+	}
+	z.head = 57
+	z.tail = 56
+	z.abandon()
+	if got := z.unackedSummary(); got != "31..39 56 (10 frames)" {
+		t.Errorf("summary %q", got)
+	}
+	z.head = 100
+	if z.more() {
+		t.Error("more frames after -n")
 	}
 }
