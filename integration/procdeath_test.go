@@ -165,7 +165,7 @@ func TestSenderReconnectsToRestartedServer(t *testing.T) {
 	// ones before as lost (and so exits 1).
 	next := fails[0][1] + 1
 	want := fmt.Sprintf("frames %d,", total-next)
-	if !strings.Contains(srvOut, want) || !strings.Contains(srvOut, fmt.Sprintf("%d lost, 0 corrupt\n", next)) || !strings.Contains(srvOut, " 0 gaps") {
+	if !strings.Contains(srvOut, want) || !strings.Contains(srvOut, fmt.Sprintf("%d lost, 0 corrupt\nlost frames: 0..%d\n", next, next-1)) || !strings.Contains(srvOut, " 0 gaps") {
 		t.Errorf("the new server (want %q and %d lost):\n%s\nsender:\n%s", want, next, srvOut, out)
 	}
 	t.Logf("sender: %s\nnew server: %s", strings.Join(strings.Split(strings.TrimSpace(out), "\n")[1:], " / "), strings.ReplaceAll(strings.TrimSpace(srvOut), "\n", " / "))

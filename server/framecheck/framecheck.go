@@ -49,14 +49,34 @@ func checksum(b []byte) uint32 {
 	return crc32.Update(c, crc32.IEEETable, b[HeaderLen:])
 }
 
+// MaxLostRanges is how many ranges of lost frames a Checker names.
+const MaxLostRanges = 16
+
+// Range is the sequence numbers First..Last.
+type Range struct{ First, Last uint64 }
+
 // Checker counts lost, duplicate and corrupt frames of one in-order
-// stream. It allocates nothing.
+// stream, and names the first MaxLostRanges runs of lost ones. It
+// allocates nothing.
 type Checker struct {
 	next      uint64 // sequence number expected next
 	Frames    uint64
 	Lost      uint64 // sequence numbers skipped
 	Corrupt   uint64 // checksum or filler mismatches
 	Duplicate uint64 // sequence numbers seen before (or going backwards)
+	// LostRanges[:NLostRanges] are the first runs of lost sequence
+	// numbers, in order; Lost counts every one, these and later ones.
+	LostRanges  [MaxLostRanges]Range
+	NLostRanges int
+}
+
+// lose accounts for the sequence numbers first..last as lost.
+func (c *Checker) lose(first, last uint64) {
+	c.Lost += last - first + 1
+	if c.NLostRanges < MaxLostRanges {
+		c.LostRanges[c.NLostRanges] = Range{first, last}
+		c.NLostRanges++
+	}
 }
 
 // Check accounts for one payload.
@@ -103,7 +123,7 @@ func (c *Checker) Check(b []byte) {
 		c.Duplicate++
 		return
 	case seq > c.next:
-		c.Lost += seq - c.next
+		c.lose(c.next, seq-1)
 	}
 	c.next = seq + 1
 }
@@ -112,7 +132,7 @@ func (c *Checker) Check(b []byte) {
 // total frames.
 func (c *Checker) Expect(total uint64) {
 	if total > c.next {
-		c.Lost += total - c.next
+		c.lose(c.next, total-1)
 		c.next = total
 	}
 }

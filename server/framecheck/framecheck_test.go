@@ -26,6 +26,9 @@ func TestCheckerCounts(t *testing.T) {
 	if c.Lost != 3+5 || c.Corrupt != 1 || c.Duplicate != 1 {
 		t.Fatalf("lost %d corrupt %d dup %d; want 8, 1, 1", c.Lost, c.Corrupt, c.Duplicate)
 	}
+	if got := c.LostRanges[:c.NLostRanges]; len(got) != 2 || got[0] != (Range{500, 502}) || got[1] != (Range{3000, 3004}) {
+		t.Errorf("lost ranges %v, want 500..502 and 3000..3004", got)
+	}
 }
 
 func TestCheckerSmallFramesAcrossWraps(t *testing.T) {
@@ -49,5 +52,22 @@ func TestCheckAllocs(t *testing.T) {
 	seq := uint64(0)
 	if a := testing.AllocsPerRun(100, func() { Fill(b, seq); c.Check(b); seq++ }); a != 0 {
 		t.Fatalf("%v allocs", a)
+	}
+}
+
+func TestCheckerNamesTheFirstLostRanges(t *testing.T) {
+	var c Checker
+	b := make([]byte, 16)
+	for seq := uint64(0); seq < 100*(MaxLostRanges+4); seq += 100 {
+		Fill(b, seq) // 1..99 of every hundred lost
+		c.Check(b)
+	}
+	if c.Lost != 99*(MaxLostRanges+3) || c.NLostRanges != MaxLostRanges {
+		t.Fatalf("lost %d in %d ranges", c.Lost, c.NLostRanges)
+	}
+	for i, r := range c.LostRanges {
+		if want := (Range{uint64(100*i + 1), uint64(100*i + 99)}); r != want {
+			t.Errorf("range %d: %v, want %v", i, r, want)
+		}
 	}
 }

@@ -319,7 +319,32 @@ func summary(w *os.File, o *options, r *receiver, st *server.Stats, total time.D
 			dup = fmt.Sprintf(", %d duplicate", c.Duplicate)
 		}
 		fmt.Fprintf(w, "%d lost, %d corrupt%s\n", c.Lost, c.Corrupt, dup)
+		if c.NLostRanges > 0 {
+			fmt.Fprintf(w, "lost frames: %s\n", lostRanges(c))
+		}
 	}
+}
+
+// lostRanges names the frames c saw lost: its first ranges, and how many
+// more were lost after them.
+func lostRanges(c *framecheck.Checker) string {
+	var b strings.Builder
+	named := uint64(0)
+	for i, r := range c.LostRanges[:c.NLostRanges] {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if r.First == r.Last {
+			fmt.Fprint(&b, r.First)
+		} else {
+			fmt.Fprintf(&b, "%d..%d", r.First, r.Last)
+		}
+		named += r.Last - r.First + 1
+	}
+	if named < c.Lost {
+		fmt.Fprintf(&b, " and %d more", c.Lost-named)
+	}
+	return b.String()
 }
 
 func statusName(s int) string { return cq.Status(s).String() }
