@@ -140,7 +140,7 @@ func TestKilledSenderLeavesNothing(t *testing.T) {
 // reports lost (-check) is exactly the frames before it: those the first
 // server had, and those the sender reported unacknowledged.
 func TestSenderReconnectsToRestartedServer(t *testing.T) {
-	const port, total = 18741, 6000
+	const port, total = 18741, 4000
 	devs := devices(t, 2)
 	srvArgs := []string{"-d", devs[0], "-g", gidArg(t, devs[0]), "-p", strconv.Itoa(port), "-q"}
 	first := startPeer(t, 5*time.Minute, "rocev2-server", srvArgs...)
