@@ -73,7 +73,7 @@ func TestServerSoakMemory(t *testing.T) {
 	var samples []soakSample
 	rows := []string{takeSoakSample(t, 0, 0).row()}
 	for n := uint64(every); n <= total; n += every {
-		waitHandled(t, r, n, 10*time.Minute)
+		waitHandled(t, r, snd, n, 10*time.Minute)
 		s := takeSoakSample(t, n, time.Since(start))
 		rows = append(rows, s.row())
 		t.Logf("soak %s", s.row())
@@ -137,13 +137,29 @@ func TestServerSoakMemory(t *testing.T) {
 
 // waitHandled waits until the rig's Handler saw n frames, allocating
 // nothing while it waits (r.waitFrames takes a Stats snapshot per poll),
-// so that the allocations counted are the server's and the samples'.
-func waitHandled(t *testing.T, r *rxServer, n uint64, limit time.Duration) {
+// so that the allocations counted are the server's and the samples'. It
+// gives up after limit, or 30 s after the sender exited, saying where the
+// slots are and what the sender printed.
+func waitHandled(t *testing.T, r *rxServer, snd *peer, n uint64, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
+	exited := false
 	for r.n.Load() < n {
+		if !exited {
+			select {
+			case <-snd.done:
+				exited = true
+				if grace := time.Now().Add(30 * time.Second); grace.Before(deadline) {
+					deadline = grace
+				}
+			default:
+			}
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d frames after %v", r.n.Load(), n, limit)
+			st := r.srv.Stats()
+			t.Fatalf("%d of %d frames (sender exited: %v); server: posted %d held %d downstream %d low-water %d, errors %v, bad opcode %d length %d wr_id %d, parks %d, sessions %d/%d\nsender: %s\nlog:\n%s",
+				r.n.Load(), n, exited, st.Posted, st.Held, st.Downstream, st.PostedLowMark, st.Errors, st.BadOpcode, st.BadLength, st.BadWRID,
+				st.Parks, st.Sessions, st.SessionEnds, snd.out.String(), r.log())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
