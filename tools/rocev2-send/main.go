@@ -4,7 +4,7 @@
 // channel in bits 7..0 of the immediate and a free-running ring position
 // in bits 31..8: one counter for all channels, as surf's dispatcher stamps
 // it (-ring channel: one per channel), wrapping at -w. Each payload carries a sequence number and a checksum
-// (internal/framecheck) so that the receiver can count lost and corrupt
+// (server/framecheck) so that the receiver can count lost and corrupt
 // frames. Back-pressure from the receiver arrives as RNR NAKs, retried
 // forever (rnr_retry 7).
 //
