@@ -376,13 +376,20 @@ func TestPerftestInteropInfinitely(t *testing.T) {
 				t.Fatalf("the C end exited: %v\n%s", cEnd.err, cEnd.out.String())
 			default:
 			}
+			// A second in which TCG stalled the VM may count nothing: every
+			// row has the size, and some row counts messages and bandwidth.
 			all := perftestBWRow.FindAllStringSubmatch(g.out.String(), -1)
+			moved := false
 			for _, m := range all {
 				n, _ := strconv.Atoi(m[2])
 				avg, _ := strconv.ParseFloat(m[4], 64)
-				if m[1] != "1024" || n == 0 || avg <= 0 {
-					t.Fatalf("the Go end's row %q: want 1024 bytes, messages counted and a bandwidth:\n%s", m[0], g.out.String())
+				if m[1] != "1024" {
+					t.Fatalf("the Go end's row %q: #bytes %s, want 1024:\n%s", m[0], m[1], g.out.String())
 				}
+				moved = moved || (n > 0 && avg > 0)
+			}
+			if !moved {
+				t.Fatalf("no row of the Go end counted messages:\n%s", g.out.String())
 			}
 			t.Logf("the Go end: %d rows, the last %q", len(all), strings.TrimSpace(all[len(all)-1][0]))
 		})
