@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -174,15 +173,8 @@ func (r *bwRun) postReceives() error {
 // waitEvent is ctx_notify_events: sleep until a CQ of the channel has an
 // event, acknowledge it and re-arm that CQ.
 func (r *bwRun) waitEvent() error {
-	c, err := r.e.ch.GetEvent(context.Background())
-	if err != nil {
-		return fmt.Errorf("Failed to get cq_event: %w", err)
-	}
-	c.Ack(1)
-	if err := c.ReqNotify(false); err != nil {
-		return fmt.Errorf("Couldn't request CQ notification: %w", err)
-	}
-	return nil
+	_, err := r.e.events.wait()
+	return err
 }
 
 // progress records that a completion arrived.

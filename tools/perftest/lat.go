@@ -215,7 +215,7 @@ func (l *latRun) readAtomic() error {
 			break
 		}
 		if o.events {
-			if err := l.waitEvent(); err != nil {
+			if err := l.waitEvent("completion", scnt); err != nil {
 				return err
 			}
 		}
@@ -243,7 +243,7 @@ func (l *latRun) send() error {
 	for l.more(scnt) || l.more(rcnt) {
 		if l.more(rcnt) && !(scnt < 1 && client) {
 			if o.events {
-				if err := l.waitEvent(); err != nil {
+				if err := l.waitEvent("receive", rcnt+1); err != nil {
 					return err
 				}
 			}
@@ -277,7 +277,7 @@ func (l *latRun) send() error {
 			}
 			if poll {
 				if o.events {
-					if err := l.waitEvent(); err != nil {
+					if err := l.waitEvent("send completion", scnt); err != nil {
 						return err
 					}
 				}
@@ -301,10 +301,13 @@ func (l *latRun) postReceives() error {
 	return nil
 }
 
-// waitEvent sleeps until a CQ event, acknowledges it and re-arms.
-func (l *latRun) waitEvent() error {
-	r := bwRun{e: l.e}
-	return r.waitEvent()
+// waitEvent sleeps until a CQ event, acknowledges it and re-arms that
+// CQ; what and n say in a stall's error what the run was waiting for.
+func (l *latRun) waitEvent(what string, n int) error {
+	if _, err := l.e.events.wait(); err != nil {
+		return fmt.Errorf("%w: waiting for %s %d of %d (does the peer run with the same parameters, -s, -n, -c?)", err, what, n, l.iters)
+	}
+	return nil
 }
 
 // print writes the run's row.

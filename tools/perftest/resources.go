@@ -126,6 +126,7 @@ type end struct {
 	o        *options
 	d        *device
 	ch       *cq.Channel
+	events   *eventWaiter // -e's waits on ch
 	pd       *uverbs.PD
 	buf      *uverbs.Buffer
 	mr       *uverbs.MR
@@ -182,6 +183,9 @@ func newEnd(o *options, d *device, cm *rdmacm.Conn, cycle, line, mtu int) (e *en
 		if e.ch, err = cq.NewChannel(d.ctx); err != nil {
 			return e, fmt.Errorf("Couldn't create completion channel: %w", err)
 		}
+	}
+	if o.events && e.ch != nil {
+		e.events = newEventWaiter(e.ch)
 	}
 	if cm == nil {
 		if e.pd, err = d.ctx.AllocPD(); err != nil {

@@ -568,18 +568,25 @@ func (t *tool) measure(loop func() error) error {
 	if os.Getenv(envMallocs) != "1" {
 		return loop()
 	}
-	before := loopAllocs()
+	before := loopAllocSites()
 	err := loop()
-	fmt.Fprintf(t.stderr, "perftest: %d heap allocations in the measured loop\n", loopAllocs()-before)
+	after := loopAllocSites()
+	fmt.Fprintf(t.stderr, "perftest: %d heap allocations in the measured loop\n", allocTotal(after)-allocTotal(before))
+	for site, c := range after {
+		if d := c - before[site]; d != 0 {
+			fmt.Fprintf(t.stderr, "perftest:   %d at %s\n", d, site)
+		}
+	}
 	return err
 }
 
-// loopAllocs counts the heap allocations so far whose call stack passes
-// through a measured loop (a method of bwRun or latRun), from the memory
-// profile with every allocation sampled (PERFTEST_MALLOCS sets that at
-// start-up): the runtime's own allocations (a thread started while the
-// loop sleeps in a system call, say) are not the loop's.
-func loopAllocs() int64 {
+// loopAllocSites counts the heap allocations so far whose call stack
+// passes through a measured loop (a method of bwRun or latRun), from the
+// memory profile with every allocation sampled (PERFTEST_MALLOCS sets that
+// at start-up): the runtime's own allocations (a thread started while the
+// loop sleeps in a system call, say) are not the loop's. They are counted
+// by site: the innermost frame outside the runtime, "function file:line".
+func loopAllocSites() map[string]int64 {
 	runtime.GC()
 	runtime.GC() // the profile is published a cycle late
 	recs := make([]runtime.MemProfileRecord, 4096)
@@ -591,13 +598,17 @@ func loopAllocs() int64 {
 		}
 		recs = make([]runtime.MemProfileRecord, n+1024)
 	}
-	var total int64
+	sites := map[string]int64{}
 	for i := range recs {
 		frames := runtime.CallersFrames(recs[i].Stack())
+		site := ""
 		for {
 			f, more := frames.Next()
+			if site == "" && !strings.HasPrefix(f.Function, "runtime.") {
+				site = fmt.Sprintf("%s %s:%d", f.Function, f.File, f.Line)
+			}
 			if strings.Contains(f.Function, ".(*bwRun).") || strings.Contains(f.Function, ".(*latRun).") {
-				total += recs[i].AllocObjects
+				sites[site] += recs[i].AllocObjects
 				break
 			}
 			if !more {
@@ -605,5 +616,14 @@ func loopAllocs() int64 {
 			}
 		}
 	}
-	return total
+	return sites
+}
+
+// allocTotal sums loopAllocSites' counts.
+func allocTotal(sites map[string]int64) int64 {
+	var n int64
+	for _, c := range sites {
+		n += c
+	}
+	return n
 }
