@@ -35,7 +35,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
-#define WAIT_MS 10000 /* the longest any single step may take */
+#define WAIT_MS 30000 /* the longest any single step may take (a loaded TCG guest) */
 
 static uint64_t rng_state;
 
@@ -194,10 +194,10 @@ int main(int argc, char **argv)
 		die("rdma_create_event_channel", errno);
 	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
 		die("rdma_create_id", errno);
-	if (rdma_resolve_addr(id, (struct sockaddr *)&src_sa, (struct sockaddr *)&dst_sa, 2000))
+	if (rdma_resolve_addr(id, (struct sockaddr *)&src_sa, (struct sockaddr *)&dst_sa, 5000))
 		die("rdma_resolve_addr", errno);
 	wait_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
-	if (rdma_resolve_route(id, 2000))
+	if (rdma_resolve_route(id, 5000))
 		die("rdma_resolve_route", errno);
 	wait_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
 
