@@ -165,14 +165,7 @@ func TestCMPeerKilled(t *testing.T) {
 	defer cancel()
 	srv := startPeer(t, 80*time.Second, "/usr/bin/rping", "-s", "-a", "10.99.0.1", "-p", "7694", "-C", "0")
 	var m *cmMessages
-	c := dialRetry(t, ctx, "10.99.0.1:7694", rdmacm.Options{Source: cmAddr1, Setup: func(c *rdmacm.Conn) error {
-		if m != nil {
-			m.close() // a rejected attempt's (the server was not listening yet)
-		}
-		m = newCMMessages(t, c, 4, 64)
-		m.postRecvs(t, c.QP(), 4)
-		return nil
-	}})
+	c := dialRetry(t, ctx, "10.99.0.1:7694", withMessages(t, rdmacm.Options{Source: cmAddr1}, &m, 4, 64))
 	defer c.Close()
 	defer m.close()
 	time.Sleep(500 * time.Millisecond)

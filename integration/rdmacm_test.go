@@ -63,6 +63,22 @@ func (m *cmMessages) sge(t testing.TB, i int) uverbs.SGE {
 	return s
 }
 
+// withMessages returns o with a Setup that gives the connection count
+// message slots of size bytes in *m, each with a receive posted before the
+// connection completes. On a retried dial (dialRetry) a rejected attempt's
+// slots are closed before the next attempt's are made.
+func withMessages(t testing.TB, o rdmacm.Options, m **cmMessages, count, size int) rdmacm.Options {
+	o.Setup = func(c *rdmacm.Conn) error {
+		if *m != nil {
+			(*m).close()
+		}
+		*m = newCMMessages(t, c, count, size)
+		(*m).postRecvs(t, c.QP(), count)
+		return nil
+	}
+	return o
+}
+
 // postRecvs posts count receives, one slot each.
 func (m *cmMessages) postRecvs(t testing.TB, q *qp.QP, count int) {
 	t.Helper()
@@ -164,22 +180,14 @@ func TestCMGoToGo(t *testing.T) {
 			return
 		}
 		var m *cmMessages
-		c, err := r.Accept(ctx, rdmacm.Options{PrivateData: []byte("server says hi"), Setup: func(c *rdmacm.Conn) error {
-			m = newCMMessages(t, c, 4, 64)
-			m.postRecvs(t, c.QP(), 4)
-			return nil
-		}})
+		c, err := r.Accept(ctx, withMessages(t, rdmacm.Options{PrivateData: []byte("server says hi")}, &m, 4, 64))
 		if err == nil && !bytes.HasPrefix(r.PrivateData(), []byte("client says hi")) {
 			err = fmt.Errorf("request private data %q", r.PrivateData())
 		}
 		done <- result{c, m, err}
 	}()
 	var cm *cmMessages
-	c, err := rdmacm.Dial(ctx, "10.99.0.1:7500", rdmacm.Options{Source: cmAddr1, PrivateData: []byte("client says hi"), Setup: func(c *rdmacm.Conn) error {
-		cm = newCMMessages(t, c, 4, 64)
-		cm.postRecvs(t, c.QP(), 4)
-		return nil
-	}})
+	c, err := rdmacm.Dial(ctx, "10.99.0.1:7500", withMessages(t, rdmacm.Options{Source: cmAddr1, PrivateData: []byte("client says hi")}, &cm, 4, 64))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,11 +252,7 @@ func ucmatoseServerGo(t *testing.T, ctx context.Context, l *rdmacm.Listener, n, 
 		if err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
-		conns[i], err = c.Accept(ctx, rdmacm.Options{Cap: qp.Cap{MaxSendWR: uint32(count), MaxRecvWR: uint32(count)}, Setup: func(c *rdmacm.Conn) error {
-			msgs[i] = newCMMessages(t, c, count, size)
-			msgs[i].postRecvs(t, c.QP(), count)
-			return nil
-		}})
+		conns[i], err = c.Accept(ctx, withMessages(t, rdmacm.Options{Cap: qp.Cap{MaxSendWR: uint32(count), MaxRecvWR: uint32(count)}}, &msgs[i], count, size))
 		if err != nil {
 			t.Fatalf("accept %d: %v", i, err)
 		}
@@ -273,14 +277,7 @@ func ucmatoseClientGo(t *testing.T, ctx context.Context, addr string, n, count, 
 	conns := make([]*rdmacm.Conn, n)
 	msgs := make([]*cmMessages, n)
 	for i := range n {
-		conns[i] = dialRetry(t, ctx, addr, rdmacm.Options{Source: cmAddr1, Cap: qp.Cap{MaxSendWR: uint32(count), MaxRecvWR: uint32(count)}, Setup: func(c *rdmacm.Conn) error {
-			if msgs[i] != nil {
-				msgs[i].close() // a rejected attempt's (the server was not listening yet)
-			}
-			msgs[i] = newCMMessages(t, c, count, size)
-			msgs[i].postRecvs(t, c.QP(), count)
-			return nil
-		}})
+		conns[i] = dialRetry(t, ctx, addr, withMessages(t, rdmacm.Options{Source: cmAddr1, Cap: qp.Cap{MaxSendWR: uint32(count), MaxRecvWR: uint32(count)}}, &msgs[i], count, size))
 		defer conns[i].Close()
 		defer msgs[i].close()
 	}

@@ -30,11 +30,7 @@ func TestCMUdaddy(t *testing.T) {
 		var c *rdmacm.Conn
 		for {
 			var err error
-			c, err = rdmacm.DialUD(ctx, "10.99.0.1:7174", rdmacm.Options{Source: cmAddr1, Setup: func(c *rdmacm.Conn) error {
-				m = newCMMessages(t, c, udaddyCount, udaddySize+qp.GRHLen)
-				m.postRecvs(t, c.QP(), udaddyCount)
-				return nil
-			}})
+			c, err = rdmacm.DialUD(ctx, "10.99.0.1:7174", withMessages(t, rdmacm.Options{Source: cmAddr1}, &m, udaddyCount, udaddySize+qp.GRHLen))
 			if err == nil {
 				break
 			}
@@ -72,11 +68,7 @@ func TestCMUdaddy(t *testing.T) {
 		// The receives go up before the SIDR REP: udaddy sends as soon
 		// as it has it, and UD drops what finds no receive.
 		var m *cmMessages
-		l, err := rdmacm.ListenUD(ctx, "10.99.0.1:7174", rdmacm.Options{Setup: func(c *rdmacm.Conn) error {
-			m = newCMMessages(t, c, udaddyCount, udaddySize+qp.GRHLen)
-			m.postRecvs(t, c.QP(), udaddyCount)
-			return nil
-		}})
+		l, err := rdmacm.ListenUD(ctx, "10.99.0.1:7174", withMessages(t, rdmacm.Options{}, &m, udaddyCount, udaddySize+qp.GRHLen))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,14 +140,7 @@ func TestCMRdmaServerClient(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 		defer cancel()
 		var m *cmMessages
-		c := dialRetry(t, ctx, "10.99.0.1:7520", rdmacm.Options{Source: cmAddr1, Setup: func(c *rdmacm.Conn) error {
-			if m != nil {
-				m.close() // a rejected attempt's
-			}
-			m = newCMMessages(t, c, 1, 16)
-			m.postRecvs(t, c.QP(), 1)
-			return nil
-		}})
+		c := dialRetry(t, ctx, "10.99.0.1:7520", withMessages(t, rdmacm.Options{Source: cmAddr1}, &m, 1, 16))
 		defer c.Close()
 		defer m.close()
 		exchange(t, c, m, true)
@@ -168,11 +153,7 @@ func TestCMRdmaServerClient(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 		defer cancel()
 		var m *cmMessages
-		l, err := rdmacm.Listen(ctx, "10.99.0.1:7521", rdmacm.Options{Setup: func(c *rdmacm.Conn) error {
-			m = newCMMessages(t, c, 1, 16)
-			m.postRecvs(t, c.QP(), 1)
-			return nil
-		}})
+		l, err := rdmacm.Listen(ctx, "10.99.0.1:7521", withMessages(t, rdmacm.Options{}, &m, 1, 16))
 		if err != nil {
 			t.Fatal(err)
 		}

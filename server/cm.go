@@ -143,21 +143,10 @@ func (s *Server) acceptCM(ctx context.Context, req *rdmacm.Request) (*session, *
 		req.Reject(nil)
 		return nil, nil, fmt.Errorf("request arrived on %s, the server receives on %s", got.Name, want.Name)
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	q, err := s.takeQueue()
+	if err != nil {
 		req.Reject(nil)
-		return nil, nil, ErrClosed
-	}
-	q := s.fresh
-	s.fresh = nil
-	s.mu.Unlock()
-	if q == nil {
-		var err error
-		if q, err = s.dev.newRCQueue(); err != nil {
-			req.Reject(nil)
-			return nil, nil, err
-		}
+		return nil, nil, err
 	}
 	// early is the session started before the accept, when no sender held
 	// the slots; qGone says q belongs to a session (which closes it).
@@ -208,16 +197,11 @@ func (s *Server) acceptCM(ctx context.Context, req *rdmacm.Request) (*session, *
 		}
 		return early, c, nil
 	}
-	if s.closed {
-		return nil, nil, errors.Join(ErrClosed, c.Close(), q.close())
+	ss, err := s.replaceSessionLocked(q, c)
+	if err != nil {
+		return nil, nil, errors.Join(err, c.Close())
 	}
-	if err := s.endSessionLocked(true); err != nil {
-		return nil, nil, errors.Join(fmt.Errorf("end previous sender: %w", err), c.Close(), q.close())
-	}
-	if err := s.startSessionLocked(q, c, false, nil); err != nil {
-		return nil, nil, errors.Join(fmt.Errorf("start receiving from QP %#x: %w", q.num(), err), c.Close())
-	}
-	return s.sess, c, nil
+	return ss, c, nil
 }
 
 // watchCM waits for the CM connection's end (the sender disconnected or

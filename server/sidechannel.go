@@ -256,35 +256,16 @@ func (s *Server) exchange(conn net.Conn, timeout time.Duration) (*session, error
 	conn.SetDeadline(time.Time{})
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, errors.Join(ErrClosed, q.close())
-	}
-	if err := s.endSessionLocked(true); err != nil {
-		return nil, errors.Join(fmt.Errorf("end previous sender: %w", err), q.close())
-	}
-	if err := s.startSessionLocked(q, conn, false, nil); err != nil {
-		return nil, fmt.Errorf("start receiving from QP %#x: %w", p.QPN, err)
-	}
-	return s.sess, nil
+	return s.replaceSessionLocked(q, conn)
 }
 
 // prepare makes a QP for peer p, connected (RTR, RTS) but with nothing
 // posted yet: a sender that starts before the switch gets RNR NAKs. It
 // returns the queue and the server's record for p.
 func (s *Server) prepare(p qp.Peer) (*rcQueue, qp.Peer, error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, qp.Peer{}, ErrClosed
-	}
-	q := s.fresh
-	s.fresh = nil
-	s.mu.Unlock()
-	if q == nil {
-		var err error
-		if q, err = s.dev.newRCQueue(); err != nil {
-			return nil, qp.Peer{}, err
-		}
+	q, err := s.takeQueue()
+	if err != nil {
+		return nil, qp.Peer{}, err
 	}
 	mtu := s.cfg.PathMTU
 	if mtu == 0 {

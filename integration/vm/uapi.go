@@ -43,7 +43,13 @@ func (c *Cache) UAPIHeaders() (string, error) {
 
 // ensureGCC installs gcc and the C library headers when gcc is missing.
 func (c *Cache) ensureGCC() error {
-	if _, err := exec.LookPath("gcc"); err == nil {
+	return c.ensureCompiler("gcc", []string{"gcc", "libc6-dev"})
+}
+
+// ensureCompiler installs pkgs with apt-get when the compiler cc is not on
+// PATH, refreshing the package lists once if the first attempt fails.
+func (c *Cache) ensureCompiler(cc string, pkgs []string) error {
+	if _, err := exec.LookPath(cc); err == nil {
 		return nil
 	}
 	unlock, err := c.Lock()
@@ -51,7 +57,6 @@ func (c *Cache) ensureGCC() error {
 		return err
 	}
 	defer unlock()
-	pkgs := []string{"gcc", "libc6-dev"}
 	fmt.Fprintf(c.Log, "rxevm: installing %s\n", strings.Join(pkgs, " "))
 	install := append([]string{"install", "-y", "--no-install-recommends"}, pkgs...)
 	if _, err := c.run("", "apt-get", install...); err == nil {

@@ -19,7 +19,8 @@
 // runs the guest side when it finds itself PID 1. Without a pureverbs source
 // to build from, a static rxevm (CGO_ENABLED=0) copies itself in as /init
 // instead, and the image has no pureverbs tools. Every other command under
-// pureverbs' tools/ is built the same way and placed at /usr/local/bin;
+// pureverbs' tools/ is built the same way and placed at /usr/local/bin,
+// beside pureverbs' own C peers (vm.CPeerDir, compiled with gcc);
 // rdma-core's C tools (ibv_rc_pingpong, perftest, ...) are at /usr/bin, and
 // RXEVM_EXTRA=prog[:guestpath],... adds programs of your own. The exit
 // status is the guest's.
@@ -220,6 +221,15 @@ func prepare(arch vm.Arch, extra string) (*prepared, error) {
 	if p.progs, err = vm.BuildGuest(src, arch, filepath.Join(p.dir, "bin")); err != nil {
 		os.RemoveAll(p.dir)
 		return nil, err
+	}
+	// pureverbs' own C peers go beside its Go tools.
+	cpeers, err := c.CPeers(src, p.peers)
+	if err != nil {
+		os.RemoveAll(p.dir)
+		return nil, err
+	}
+	for name, bin := range cpeers {
+		p.progs.Tools[name] = bin
 	}
 	return p, nil
 }
