@@ -376,7 +376,7 @@ func TestServerCloseFromHandler(t *testing.T) {
 // rocev2-send through RNR NAKs (rxe0's send_rnr_err) and loses nothing.
 func TestServerSlowHandler(t *testing.T) {
 	devs := devices(t, 2)
-	const n = 1000
+	n := tcgFrames(1000, 300)
 	for i, hold := range []string{"0s", "2ms", "10ms"} {
 		port := 18696 + i
 		rnr0 := hwCounter(t, devs[0], "send_rnr_err")
@@ -388,7 +388,7 @@ func TestServerSlowHandler(t *testing.T) {
 		out := srv.wait(t)
 		rnr := hwCounter(t, devs[0], "send_rnr_err") - rnr0
 		rate := regexp.MustCompile(`([0-9]+) frames/s`).FindStringSubmatch(out)
-		t.Logf("hold %s, 4 slots: %s frames/s, %d RNR NAKs sent (%.2f per frame)", hold, rate[1], rnr, float64(rnr)/n)
+		t.Logf("hold %s, 4 slots: %s frames/s, %d RNR NAKs sent (%.2f per frame)", hold, rate[1], rnr, float64(rnr)/float64(n))
 		if !strings.Contains(out, "0 lost, 0 corrupt") || !strings.Contains(out, fmt.Sprintf("frames %d,", n)) {
 			t.Errorf("hold %s:\n%s\n%s counters: %v\n%s counters: %v", hold, out, devs[0], counterDiff(c0, hwCounters(t, devs[0])), devs[1], counterDiff(c1, hwCounters(t, devs[1])))
 		}
