@@ -11,8 +11,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -72,6 +74,14 @@ func (b *Boot) Run(ctx context.Context) (Result, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, arch.QEMU, args...)
 	cmd.Stdin = nil
+	// QEMU dies with us, even when we are killed with no chance to clean
+	// up (go test's -timeout, a CI runner's SIGKILL): an orphaned VM keeps
+	// both cores busy for the rest of its timeout. The parent-death signal
+	// follows the thread that forked, so this goroutine keeps its thread
+	// until QEMU has exited.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	var qemuErr bytes.Buffer
 	cmd.Stderr = &qemuErr
 	stdout, err := cmd.StdoutPipe()

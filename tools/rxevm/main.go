@@ -44,6 +44,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/pureverbs/pureverbs/integration/topology"
@@ -73,7 +74,9 @@ func main() {
 	if len(os.Args) < 2 {
 		usage()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM (a CI runner's or timeout(1)'s) ends the VM the same way as
+	// Ctrl-C: the context stops QEMU and the temporary files are removed.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var (
 		status int
