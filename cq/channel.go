@@ -52,8 +52,12 @@ type Channel struct {
 	cc  *uverbs.CompChannel // nil for a test source
 	src eventSource
 
-	mu  sync.Mutex
-	cqs map[uint64]*CQ // by the user handle given to the kernel
+	mu sync.Mutex
+	// cqs holds the channel's CQs by the user handle given to the kernel,
+	// weakly, so that a CQ the program drops is collected (its ring
+	// unmapped, the leak reported) while the channel lives on. A reserved
+	// slot, whose CQ is being created, holds the zero weak.Pointer.
+	cqs map[uint64]weak.Pointer[CQ]
 
 	// waiters is read-held by every GetEvent/TryGetEvent; Close takes it
 	// for writing, after signalling closeFD, so that the channel fd is not
@@ -123,7 +127,7 @@ func newChannel(src eventSource) (*Channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cq: eventfd: %w", err)
 	}
-	ch := &Channel{src: src, cqs: make(map[uint64]*CQ), closeFD: efd, armed: new(armedSlot)}
+	ch := &Channel{src: src, cqs: make(map[uint64]weak.Pointer[CQ]), closeFD: efd, armed: new(armedSlot)}
 	// A dropped Channel's eventfd is closed, and its armed waker taken off
 	// its context: a context that is never done would keep it alive.
 	ch.watch = leakcheck.Object(ch, "cq.Channel", func(r chanRes) {
@@ -153,23 +157,31 @@ func (ch *Channel) TryGetEvent() (*CQ, error) {
 }
 
 func (ch *Channel) tryGet() (*CQ, error) {
-	h, err := ch.src.ReadEvent()
-	if err != nil {
-		if errors.Is(err, unix.EAGAIN) {
-			return nil, errNoEvent
+	for {
+		h, err := ch.src.ReadEvent()
+		if err != nil {
+			if errors.Is(err, unix.EAGAIN) {
+				return nil, errNoEvent
+			}
+			return nil, err
 		}
-		return nil, err
+		ch.mu.Lock()
+		w, ok := ch.cqs[h]
+		ch.mu.Unlock()
+		c := w.Value()
+		if c == nil {
+			if ok {
+				// The CQ was dropped and collected after it was
+				// armed: nobody can ack or poll it.
+				continue
+			}
+			// Only a CQ closed while its event was being read gets
+			// here: the kernel raises no event before a CQ is armed.
+			return nil, fmt.Errorf("cq: completion event for unknown CQ handle %d", h)
+		}
+		c.delivered.Add(1)
+		return c, nil
 	}
-	ch.mu.Lock()
-	c := ch.cqs[h]
-	ch.mu.Unlock()
-	if c == nil {
-		// Only a CQ closed while its event was being read gets here:
-		// the kernel raises no event before a CQ is armed.
-		return nil, fmt.Errorf("cq: completion event for unknown CQ handle %d", h)
-	}
-	c.delivered.Add(1)
-	return c, nil
 }
 
 // GetEvent waits for the next event and returns its CQ. It returns
@@ -356,13 +368,16 @@ func (ch *Channel) reserve() (uint64, error) {
 		return 0, ErrClosed
 	}
 	h := nextHandle.Add(1)
-	ch.cqs[h] = nil
+	ch.cqs[h] = weak.Pointer[CQ]{}
 	return h, nil
 }
 
+// add records c in its reserved slot. The slot stays after c is collected
+// without Close (the leak check reports that), so that an event the
+// kernel still queues for it is told from one for an unknown handle.
 func (ch *Channel) add(h uint64, c *CQ) {
 	ch.mu.Lock()
-	ch.cqs[h] = c
+	ch.cqs[h] = weak.Make(c)
 	ch.mu.Unlock()
 }
 
@@ -372,17 +387,32 @@ func (ch *Channel) remove(h uint64) {
 	ch.mu.Unlock()
 }
 
-// Close closes the channel. It refuses (EBUSY) while CQs use it. Blocked
-// GetEvent calls return ErrClosed. Idempotent; after the Context's Close
-// (which closes the channel the same way) it does nothing.
+// Close closes the channel. It refuses (EBUSY) while CQs use it. A CQ
+// the program dropped without Close does not count once the garbage
+// collector has collected it (the leak check reports it): its kernel
+// object, which keeps the kernel's channel alive, goes with the Context.
+// Blocked GetEvent calls return ErrClosed. Idempotent; after the Context's
+// Close (which closes the channel the same way) it does nothing.
 func (ch *Channel) Close() error {
 	ch.mu.Lock()
-	if n := len(ch.cqs); n != 0 && !ch.closing.Load() {
+	if n := ch.users(); n != 0 && !ch.closing.Load() {
 		ch.mu.Unlock()
 		return fmt.Errorf("cq: close channel: %d CQs still use it: %w", n, unix.EBUSY)
 	}
 	ch.mu.Unlock()
 	return ch.shutdown()
+}
+
+// users counts the CQs being created on the channel or still reachable,
+// under mu.
+func (ch *Channel) users() int {
+	n := 0
+	for _, w := range ch.cqs {
+		if w == (weak.Pointer[CQ]{}) || w.Value() != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // shutdown wakes every waiter, waits for them to leave the channel, and

@@ -694,3 +694,52 @@ func BenchmarkGetEventWait(b *testing.B) {
 		})
 	}
 }
+
+// A channel holds its CQs weakly: a CQ the program dropped without Close
+// is collected while its channel lives on, an event the kernel still
+// queues for it is discarded, and the channel's Close is not refused for
+// it. A CQ that is still reachable keeps its refusal.
+func TestDroppedCQOfLiveChannelIsCollected(t *testing.T) {
+	ch, src := newTestChannel(t)
+	live := newSimCQ(t, 4)
+	attach(t, ch, live.CQ)
+	collected := make(chan struct{})
+	var h uint64
+	func() {
+		c := newSimCQ(t, 4)
+		attach(t, ch, c.CQ)
+		h = c.handle
+		runtime.AddCleanup(c.CQ, func(done chan struct{}) { close(done) }, collected)
+	}()
+	for i := 0; ; i++ {
+		runtime.GC()
+		select {
+		case <-collected:
+		case <-time.After(10 * time.Millisecond):
+			if i == 100 {
+				t.Fatal("a dropped CQ is never collected while its channel lives")
+			}
+			continue
+		}
+		break
+	}
+	src.event(t, h)
+	if c, err := ch.TryGetEvent(); !errors.Is(err, ErrNoEvent) {
+		t.Fatalf("TryGetEvent with only an event of a collected CQ queued = %v, %v; want ErrNoEvent", c, err)
+	}
+	src.event(t, h)
+	src.event(t, live.handle)
+	if c, err := ch.TryGetEvent(); err != nil || c != live.CQ {
+		t.Fatalf("TryGetEvent behind an event of a collected CQ = %p, %v; want the live CQ %p", c, err, live.CQ)
+	}
+	live.Ack(1)
+	if err := ch.Close(); !errors.Is(err, unix.EBUSY) || !strings.Contains(err.Error(), "1 CQs") {
+		t.Fatalf("Close with one live and one collected CQ = %v, want EBUSY naming 1 CQ", err)
+	}
+	if err := live.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatalf("Close with only a collected CQ left = %v", err)
+	}
+}

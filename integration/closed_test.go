@@ -268,14 +268,19 @@ func TestContextCloseWhilePosting(t *testing.T) {
 	_ = b
 }
 
-// The Context holds its children weakly: a CQ and a QP the program dropped
-// are collected while their Context lives on (a server's Context lives as
-// long as the server), their rings' cleanups unmap them, and the leak check
-// reports the forgotten Closes. The Context's Close copes with the kernel
-// objects left behind.
+// The Context holds its children weakly, and a completion channel its CQs:
+// CQs (one on a live channel) and a QP the program dropped are collected
+// while their Context lives on (a server's Context lives as long as the
+// server), their rings' cleanups unmap them, and the leak check reports the
+// forgotten Closes. The channel's Close is not refused for the collected
+// CQ, and the Context's Close copes with the kernel objects left behind.
 func TestDroppedChildrenOfLiveContextAreCollected(t *testing.T) {
 	ctx := uvOpen(t, devices(t, 1)[0])
 	pd, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := cq.NewChannel(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,6 +291,13 @@ func TestDroppedChildrenOfLiveContextAreCollected(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c}); err != nil {
+			t.Fatal(err)
+		}
+		onChannel, err := cq.New(ctx, 16, ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := onChannel.ReqNotify(false); err != nil {
 			t.Fatal(err)
 		}
 		if got := uvCount(t); got.ringMaps <= before.ringMaps {
@@ -301,6 +313,9 @@ func TestDroppedChildrenOfLiveContextAreCollected(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	claimLeaks(t, "rxe ring mapping", "uverbs.CQ", "uverbs.QP")
+	if err := ch.Close(); err != nil {
+		t.Errorf("closing a channel whose only CQ was dropped and collected: %v", err)
+	}
 	if err := ctx.Close(); err != nil {
 		t.Fatalf("Context.Close with dropped children: %v", err)
 	}
