@@ -112,12 +112,20 @@ func TestClosedObjectsSendNothing(t *testing.T) {
 // object under it fails with ErrClosed and nothing reaches the fd.
 func TestContextClosedSendsNothing(t *testing.T) {
 	c, read := fakeContext(t)
+	// The sysfs reads (P_Keys, and GIDs without the ioctl methods) answer
+	// from a table that would be read fine.
+	c.sysfs = gidTree(t)
+	(&fakeSysfs{t: t, root: c.sysfs}).write("class/infiniband/fake0/ports/1/pkeys/0", "0xffff\n")
 	o := makeFakeObjects(t, c)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
 	read()
 	calls := closedCalls(o, c)
+	calls["Context.QueryPKey"] = func() error { _, err := c.QueryPKey(1, 0); return err }
+	calls["Context.PKeyIndex"] = func() error { _, err := c.PKeyIndex(1, 0xffff); return err }
+	calls["Context.QueryGID"] = func() error { _, err := c.QueryGID(1, 1); return err }
+	calls["Context.QueryGIDTable"] = func() error { _, err := c.QueryGIDTable(); return err }
 	calls["Context.AllocPD"] = func() error { _, err := c.AllocPD(); return err }
 	calls["Context.CreateCQ"] = func() error { _, err := c.CreateCQ(CQAttr{CQE: 1}, nil); return err }
 	calls["Context.CreateCompChannel"] = func() error { _, err := c.CreateCompChannel(); return err }

@@ -25,7 +25,11 @@ func (c *Context) ibdevDir() string {
 }
 
 // sysfsGIDTable reads every populated GID of every port from sysfs.
+// Like the commands, it fails with ErrClosed after the Context's Close.
 func (c *Context) sysfsGIDTable(verb string) ([]GIDEntry, error) {
+	if c.released() {
+		return nil, closedError(verb)
+	}
 	ports, err := os.ReadDir(filepath.Join(c.ibdevDir(), "ports"))
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: %s: %w", verb, err)
@@ -63,7 +67,11 @@ func (c *Context) sysfsGIDTable(verb string) ([]GIDEntry, error) {
 }
 
 // sysfsGID reads one slot of port's GID table from sysfs.
+// Like the commands, it fails with ErrClosed after the Context's Close.
 func (c *Context) sysfsGID(verb string, port uint8, index int) (GIDEntry, error) {
+	if c.released() {
+		return GIDEntry{}, closedError(verb)
+	}
 	dir := filepath.Join(c.ibdevDir(), "ports", strconv.Itoa(int(port)))
 	i := strconv.Itoa(index)
 	s, err := readString(filepath.Join(dir, "gids", i))

@@ -17,6 +17,9 @@ import (
 // wrapping EINVAL.
 func (c *Context) QueryPKey(port uint8, index int) (uint16, error) {
 	const verb = "query_pkey"
+	if c.released() {
+		return 0, closedError(verb)
+	}
 	if index < 0 {
 		return 0, fmt.Errorf("uverbs: %s: index %d: %w", verb, index, unix.EINVAL)
 	}
@@ -36,7 +39,8 @@ func (c *Context) QueryPKey(port uint8, index int) (uint16, error) {
 
 // PKeyIndex returns the index of pkey in port's partition key table, as
 // ibv_get_pkey_index does (full and limited membership are different keys
-// here, as there). No such key is an error wrapping ENOENT.
+// here, as there). No such key is an error wrapping ENOENT. Both fail
+// with ErrClosed after the Context's Close, as the commands do.
 func (c *Context) PKeyIndex(port uint8, pkey uint16) (int, error) {
 	for i := 0; ; i++ {
 		v, err := c.QueryPKey(port, i)
