@@ -45,6 +45,9 @@ func (q *QP) Connect(peer Peer, o ConnectOptions) error {
 	if q.typ == UD {
 		return fmt.Errorf("qp: connect: a UD QP is not connected (use ActivateUD and address handles): %w", unix.EINVAL)
 	}
+	if err := q.closedError("connect"); err != nil {
+		return err
+	}
 	if peer.QPN>>24 != 0 || peer.PSN>>24 != 0 || o.SendPSN>>24 != 0 {
 		return fmt.Errorf("qp: connect: QPN %#x, PSN %#x or send PSN %#x wider than 24 bits: %w", peer.QPN, peer.PSN, o.SendPSN, unix.EINVAL)
 	}

@@ -4,9 +4,22 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/pureverbs/pureverbs/rxe/rxesim"
 	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
+
+// openSimQP is an open RC QP in RTS over the simulator's rings.
+func openSimQP(t *testing.T) *QP {
+	t.Helper()
+	dev := rxesim.New()
+	c, err := dev.NewCQ(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _ := simQP(t, dev, c, rxesim.QPConfig{Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	return q
+}
 
 func TestPeerRecord(t *testing.T) {
 	p := Peer{LID: 0, QPN: 0x11, PSN: 0xabcdef, GID: uverbs.GID{10: 0xff, 11: 0xff, 12: 10, 13: 99, 14: 0, 15: 1}}
@@ -48,12 +61,13 @@ func TestConnectRefusesBeforeTouchingTheDevice(t *testing.T) {
 		"wide send PSN": {Peer{QPN: 1, GID: gid}, ConnectOptions{SendPSN: 1 << 24}},
 		"zero peer GID": {Peer{QPN: 1}, ConnectOptions{}},
 	} {
-		if err := new(QP).Connect(c.peer, c.o); !errors.Is(err, unix.EINVAL) {
+		q := openSimQP(t)
+		q.state.Store(uint32(StateReset))
+		if err := q.Connect(c.peer, c.o); !errors.Is(err, unix.EINVAL) {
 			t.Errorf("%s: %v, want EINVAL", name, err)
 		}
 	}
-	q := new(QP)
-	q.state.Store(uint32(StateRTS))
+	q := openSimQP(t)
 	if err := q.Connect(Peer{QPN: 1, GID: gid}, ConnectOptions{}); !errors.Is(err, ErrBadState) {
 		t.Errorf("from RTS: %v, want ErrBadState", err)
 	}

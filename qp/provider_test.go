@@ -146,7 +146,7 @@ func TestOpcodeNamesDistinct(t *testing.T) {
 // entry's is refused too.
 func TestSourceGIDRequired(t *testing.T) {
 	peer := uverbs.GID{10: 0xff, 11: 0xff, 12: 10, 15: 2}
-	q := &QP{typ: RC}
+	q := openSimQP(t)
 	q.state.Store(uint32(StateInit))
 	if err := q.ToRTR(RTRParams{DestQPN: 5, DGID: peer}); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("ToRTR without SGID = %v, want EINVAL", err)

@@ -180,6 +180,16 @@ func (q *QP) badState() error {
 	return ErrBadState
 }
 
+// closedError is ErrClosed, naming verb, for a QP that is closed (by
+// Close or its Context's), or nil: the transitions check it before the
+// state or their parameters, which cannot matter any more.
+func (q *QP) closedError(verb string) error {
+	if q.core.Closed() {
+		return fmt.Errorf("qp: %s: %w", verb, ErrClosed)
+	}
+	return nil
+}
+
 // Close destroys the queue pair and unmaps its rings. It is idempotent; a
 // failed destroy may be retried.
 func (q *QP) Close() error {

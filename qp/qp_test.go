@@ -359,3 +359,29 @@ func TestPostOnClosedQP(t *testing.T) {
 		}
 	}
 }
+
+// The transitions of a closed QP answer ErrClosed before they look at its
+// state or their parameters: not ErrBadState or EINVAL, which would tell
+// the caller to fix a call that can never succeed.
+func TestTransitionsOnClosedQP(t *testing.T) {
+	p := newSimPair(t, 4096)
+	sgid := uverbs.GIDEntry{GID: uverbs.GID{10: 0xff, 11: 0xff, 12: 10, 15: 1}, Index: 1, Port: 1, Type: uverbs.GIDTypeRoCEv2}
+	peer := Peer{QPN: 5, PSN: 7, GID: uverbs.GID{10: 0xff, 11: 0xff, 12: 10, 15: 2}}
+	for _, s := range []State{StateReset, StateInit, StateRTR, StateRTS} {
+		q, _ := simQP(t, p.dev, p.cqA, rxesim.QPConfig{Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		q.state.Store(uint32(s))
+		if err := q.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Connect(peer, ConnectOptions{SGID: sgid}); !errors.Is(err, ErrClosed) {
+			t.Errorf("Connect of a QP closed in %v = %v, want ErrClosed", s, err)
+		}
+		if err := q.ToRTR(RTRParams{}); !errors.Is(err, ErrClosed) {
+			t.Errorf("ToRTR of a QP closed in %v = %v, want ErrClosed", s, err)
+		}
+		q.typ = UD
+		if err := q.ActivateUD(UDOptions{}); !errors.Is(err, ErrClosed) {
+			t.Errorf("ActivateUD of a QP closed in %v = %v, want ErrClosed", s, err)
+		}
+	}
+}

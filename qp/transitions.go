@@ -64,6 +64,9 @@ type RTRParams struct {
 // no RDMA READ or RNR attributes (MaxDestRdAtomic, MinRNRTimer are not
 // sent); a UD QP takes none of these parameters.
 func (q *QP) ToRTR(p RTRParams) error {
+	if err := q.closedError("modify_qp"); err != nil {
+		return err
+	}
 	if q.typ == UD {
 		attr := Attr{State: StateRTR}
 		return q.Modify(&attr, q.transportMask(StateRTR, AttrState))

@@ -66,6 +66,9 @@ func (q *QP) ActivateUD(o UDOptions) error {
 	if q.typ != UD {
 		return fmt.Errorf("qp: activate UD: a %v QP: %w", q.typ, unix.EINVAL)
 	}
+	if err := q.closedError("activate UD"); err != nil {
+		return err
+	}
 	if q.State() == StateReset {
 		if err := q.ToInit(InitParams{Port: o.Port, PKeyIndex: o.PKeyIndex, QKey: o.QKey}); err != nil {
 			return err
