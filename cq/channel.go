@@ -113,12 +113,14 @@ func NewChannel(ctx *uverbs.Context) (*Channel, error) {
 	ch.cc = cc
 	// The Context's Close wakes the waiters before it closes the fd.
 	w := weak.Make(ch)
-	cc.OnContextClose(func() error {
+	if err := cc.OnContextClose(func() error {
 		if ch := w.Value(); ch != nil {
 			return ch.shutdown()
 		}
 		return nil
-	})
+	}); err != nil {
+		return nil, err // the Context closed meanwhile; so did ch
+	}
 	return ch, nil
 }
 

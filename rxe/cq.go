@@ -97,12 +97,14 @@ func CreateCQ(ctx *uverbs.Context, attr uverbs.CQAttr) (*CQ, error) {
 	}
 	c.vcq = vcq
 	w := weak.Make(c)
-	vcq.OnContextClose(func() error {
+	if err := vcq.OnContextClose(func() error {
 		if c := w.Value(); c != nil {
 			return c.Close()
 		}
 		return nil
-	})
+	}); err != nil {
+		return nil, err // the Context closed meanwhile; so did c
+	}
 	return c, nil
 }
 

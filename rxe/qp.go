@@ -62,12 +62,14 @@ func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
 	}
 	q.sq.typ, q.sq.maxUD = attr.Type, maxUD
 	w := weak.Make(q)
-	vqp.OnContextClose(func() error {
+	if err := vqp.OnContextClose(func() error {
 		if q := w.Value(); q != nil {
 			return q.Close()
 		}
 		return nil
-	})
+	}); err != nil {
+		return nil, err // the Context closed meanwhile; so did q
+	}
 	return q, nil
 }
 

@@ -82,12 +82,14 @@ func CreateSRQ(pd *uverbs.PD, attr uverbs.SRQInitAttr) (*SRQ, error) {
 		num:  resp.srqNum,
 	}
 	w := weak.Make(s)
-	vsrq.OnContextClose(func() error {
+	if err := vsrq.OnContextClose(func() error {
 		if s := w.Value(); s != nil {
 			return s.Close()
 		}
 		return nil
-	})
+	}); err != nil {
+		return nil, err // the Context closed meanwhile; so did s
+	}
 	return s, nil
 }
 

@@ -298,3 +298,37 @@ func TestDroppedChildOfLiveContextIsCollected(t *testing.T) {
 	}
 	runtime.KeepAlive(c)
 }
+
+// A provider registers its Close after it created (and mapped) its object;
+// a Context.Close that ran in between must not leave it unrun: the
+// provider's Close runs at once, in the registering call, which says
+// ErrClosed for the provider to return.
+func TestOnContextCloseAfterContextClose(t *testing.T) {
+	c, _ := fakeContext(t)
+	o := makeFakeObjects(t, c)
+	ch, err := c.CreateCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := map[string]int{}
+	before := func(name string) func() error { return func() error { ran[name]++; return nil } }
+	if err := o.cq.OnContextClose(before("cq before")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name, register := range map[string]func(func() error) error{
+		"CQ": o.cq.OnContextClose, "QP": o.qp.OnContextClose, "SRQ": o.srq.OnContextClose, "CompChannel": ch.OnContextClose,
+	} {
+		if err := register(before(name)); !errors.Is(err, ErrClosed) {
+			t.Errorf("%s: registering after Context.Close = %v, want ErrClosed", name, err)
+		}
+		if ran[name] != 1 {
+			t.Errorf("%s: provider Close registered after Context.Close ran %d times, want once", name, ran[name])
+		}
+	}
+	if ran["cq before"] != 1 {
+		t.Errorf("provider Close registered before Context.Close ran %d times, want once", ran["cq before"])
+	}
+}

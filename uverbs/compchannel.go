@@ -43,9 +43,11 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 // Context's Close to call before anything else it closes: the provider
 // wakes the goroutines waiting on the fd and, once they have left it,
 // closes this channel. It should refer to the provider's object weakly, or
-// the Context keeps it alive.
-func (ch *CompChannel) OnContextClose(closeFn func() error) {
-	ch.ctx.kids.setCloseBy(ch.kid, closeFn)
+// the Context keeps it alive. If the Context's Close passed the
+// object before the registration, closeFn runs at once and the error
+// matches ErrClosed: the provider returns it instead of the object.
+func (ch *CompChannel) OnContextClose(closeFn func() error) error {
+	return ch.ctx.kids.setCloseBy(ch.kid, "create_comp_channel", closeFn)
 }
 
 // FD returns the channel fd (non-blocking), for poll or epoll. The channel

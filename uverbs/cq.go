@@ -150,8 +150,12 @@ func (cq *CQ) Channel() *CompChannel { return cq.channel }
 // OnContextClose registers the provider's Close of the CQ (which closes
 // this one and unmaps the ring the provider mapped) for the Context's
 // Close to call. It should refer to the provider's object weakly, or the
-// Context keeps it alive.
-func (cq *CQ) OnContextClose(closeFn func() error) { cq.ctx.kids.setCloseBy(cq.kid, closeFn) }
+// Context keeps it alive. If the Context's Close passed the
+// object before the registration, closeFn runs at once and the error
+// matches ErrClosed: the provider returns it instead of the object.
+func (cq *CQ) OnContextClose(closeFn func() error) error {
+	return cq.ctx.kids.setCloseBy(cq.kid, "create_cq", closeFn)
+}
 
 // ReqNotify arms the CQ (IB_USER_VERBS_CMD_REQ_NOTIFY_CQ): the next
 // completion (only solicited ones if solicitedOnly) raises one event on the

@@ -97,6 +97,7 @@ type child struct {
 	level   int
 	close   func() error // the object's Close, if it is still reachable
 	closeBy func() error // set by OnContextClose: the provider's Close, run first
+	taken   bool         // closeAll has read closeBy: one set later would never run
 }
 
 // children is the Context's record of what was created under it and is
@@ -131,11 +132,21 @@ func (cs *children) remove(ch *child) {
 	cs.mu.Unlock()
 }
 
-// setCloseBy records the provider's Close of ch's object.
-func (cs *children) setCloseBy(ch *child, f func() error) {
+// setCloseBy records the provider's Close of ch's object. A provider
+// registers it once its object is complete (rings mapped), and a
+// Context.Close may have passed ch in the meantime: then f runs here, and
+// setCloseBy returns ErrClosed naming verb, for the provider to return.
+func (cs *children) setCloseBy(ch *child, verb string, f func() error) error {
 	cs.mu.Lock()
-	ch.closeBy = f
+	taken := ch.taken
+	if !taken {
+		ch.closeBy = f
+	}
 	cs.mu.Unlock()
+	if !taken {
+		return nil
+	}
+	return errors.Join(closedError(verb), f())
 }
 
 // closeAll closes every recorded object, level by level, once the
@@ -157,6 +168,7 @@ func (cs *children) closeAll() error {
 		for _, ch := range level {
 			cs.mu.Lock()
 			closeBy := ch.closeBy
+			ch.taken = true
 			cs.mu.Unlock()
 			if closeBy != nil {
 				if err := closeBy(); err != nil {

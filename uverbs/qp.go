@@ -161,8 +161,12 @@ func srqGate(s *SRQ) *gate {
 // Context's Close to call: it closes this QP while holding the provider's
 // send lock, so that no doorbell can follow, and unmaps the provider's
 // rings. It should refer to the provider's object weakly, or the Context
-// keeps it alive.
-func (qp *QP) OnContextClose(closeFn func() error) { qp.pd.ctx.kids.setCloseBy(qp.kid, closeFn) }
+// keeps it alive. If the Context's Close passed the
+// object before the registration, closeFn runs at once and the error
+// matches ErrClosed: the provider returns it instead of the object.
+func (qp *QP) OnContextClose(closeFn func() error) error {
+	return qp.pd.ctx.kids.setCloseBy(qp.kid, "create_qp", closeFn)
+}
 
 // PD returns the protection domain of the QP.
 func (qp *QP) PD() *PD { return qp.pd }

@@ -176,8 +176,12 @@ func (s *SRQ) Attr() SRQAttr { return s.attr }
 // OnContextClose registers the provider's Close of the SRQ (which closes
 // this one and unmaps the provider's ring) for the Context's Close to
 // call. It should refer to the provider's object weakly, or the Context
-// keeps it alive.
-func (s *SRQ) OnContextClose(closeFn func() error) { s.pd.ctx.kids.setCloseBy(s.kid, closeFn) }
+// keeps it alive. If the Context's Close passed the
+// object before the registration, closeFn runs at once and the error
+// matches ErrClosed: the provider returns it instead of the object.
+func (s *SRQ) OnContextClose(closeFn func() error) error {
+	return s.pd.ctx.kids.setCloseBy(s.kid, "create_srq", closeFn)
+}
 
 // Modify changes what mask selects (IB_USER_VERBS_CMD_MODIFY_SRQ): SRQLimit
 // arms the limit event, SRQMaxWR resizes the queue. driverIn is the
