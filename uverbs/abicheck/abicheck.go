@@ -15,7 +15,9 @@
 // The headers are the uapi headers of the include directory named by
 // PUREVERBS_UAPI_INCLUDE (make unit sets it to Debian 13's linux-libc-dev,
 // Linux 6.12, which `rxevm uapi` unpacks into the rxevm cache), else those
-// in the rxevm cache if `rxevm uapi` ran, else the system's. The checks
+// in an rxevm cache if `rxevm uapi` ran ($RXEVM_CACHE, the module's
+// .cache/rxevm where make unit puts them, the user's cache directory),
+// else the system's. The checks
 // cannot be skipped: without gcc or the headers, or with a header that
 // lacks a member a Go type mirrors, Check fails and says what to install.
 package abicheck
@@ -199,22 +201,49 @@ func or(a, b string) string {
 }
 
 // includeDir is PUREVERBS_UAPI_INCLUDE, else the headers `rxevm uapi`
-// unpacked into the rxevm cache ($RXEVM_CACHE, else the user's cache
-// directory) if it did, else "" (the system's).
+// unpacked into an rxevm cache if it did: $RXEVM_CACHE, the module's own
+// .cache/rxevm (the Makefile's default, so that a plain go test in a
+// checkout where make unit ran uses them), the user's cache directory;
+// else "" (the system's).
 func includeDir() string {
 	if inc := os.Getenv(EnvInclude); inc != "" {
 		return inc
 	}
-	cache := os.Getenv("RXEVM_CACHE")
-	if cache == "" {
-		if base, err := os.UserCacheDir(); err == nil {
-			cache = filepath.Join(base, "pureverbs", "rxevm")
+	var caches []string
+	if c := os.Getenv("RXEVM_CACHE"); c != "" {
+		caches = append(caches, c)
+	}
+	if root := moduleRoot(); root != "" {
+		caches = append(caches, filepath.Join(root, ".cache", "rxevm"))
+	}
+	if base, err := os.UserCacheDir(); err == nil {
+		caches = append(caches, filepath.Join(base, "pureverbs", "rxevm"))
+	}
+	for _, cache := range caches {
+		if d := filepath.Join(cache, "uapi", "trixie", "usr", "include"); exists(filepath.Join(d, "rdma", "ib_user_verbs.h")) {
+			return d
 		}
 	}
-	if d := filepath.Join(cache, "uapi", "trixie", "usr", "include"); cache != "" && exists(filepath.Join(d, "rdma", "ib_user_verbs.h")) {
-		return d
-	}
 	return ""
+}
+
+// moduleRoot is the nearest directory at or above the working directory
+// (go test's: the package's) that holds a go.mod, or "".
+func moduleRoot() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for {
+		if exists(filepath.Join(dir, "go.mod")) {
+			return dir
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return ""
+		}
+		dir = up
+	}
 }
 
 // find resolves an #include <h> the way gcc would with inc first.
