@@ -133,9 +133,150 @@ func TestClosedHandleReuse(t *testing.T) {
 		t.Errorf("the new QP is in %v: a call on the closed one reached it", now.State)
 	}
 
+	// QP.ToError of the closed QP must not flush the new one.
+	userCQ, err := cq.New(ctx, 16, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer userCQ.Close()
+	oldUserQP, err := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: userCQ, RecvCQ: userCQ})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := oldUserQP.ToInit(qp.InitParams{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := oldUserQP.Close(); err != nil {
+		t.Fatal(err)
+	}
+	userQP, err := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: userCQ, RecvCQ: userCQ})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer userQP.Close()
+	if userQP.Verbs().Handle() != oldUserQP.Verbs().Handle() {
+		t.Fatalf("the new QP has handle %d, the closed one had %d", userQP.Verbs().Handle(), oldUserQP.Verbs().Handle())
+	}
+	if err := userQP.ToInit(qp.InitParams{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := oldUserQP.ToError(); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("ToError of a closed QP = %v, want ErrClosed", err)
+	}
+	if a, err := userQP.Query(); err != nil || a.State != qp.StateInit {
+		t.Errorf("the new QP is in %v (%v), want INIT: ToError of the closed one reached it", a.State, err)
+	}
+
+	// SRQ: SetLimit, Resize and PostRecv of the closed SRQ must not arm,
+	// resize or fill the new one.
+	srqAttr := qp.SRQAttr{MaxWR: 8, MaxSGE: 1}
+	oldSRQ, err := qp.NewSRQ(pd, srqAttr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := oldSRQ.Close(); err != nil {
+		t.Fatal(err)
+	}
+	srq, err := qp.NewSRQ(pd, srqAttr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srq.Close()
+	if srq.Verbs().Handle() != oldSRQ.Verbs().Handle() {
+		t.Fatalf("the new SRQ has handle %d, the closed one had %d", srq.Verbs().Handle(), oldSRQ.Verbs().Handle())
+	}
+	srqBefore, err := srq.Query()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := oldSRQ.SetLimit(2); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("SetLimit of a closed SRQ = %v, want ErrClosed", err)
+	}
+	if err := oldSRQ.Resize(64); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("Resize of a closed SRQ = %v, want ErrClosed", err)
+	}
+	if _, err := oldSRQ.Query(); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("Query of a closed SRQ = %v, want ErrClosed", err)
+	}
+	if err := oldSRQ.PostRecv([]qp.RecvWR{{ID: 1}}); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("PostRecv on a closed SRQ = %v, want ErrClosed", err)
+	}
+	if now, err := srq.Query(); err != nil || now != srqBefore {
+		t.Errorf("the new SRQ is %+v (%v), was %+v: a call on the closed one reached it", now, err, srqBefore)
+	}
+
+	// AH: a UD send addressed with the closed AH must not be posted (its
+	// AH number names nothing, or another AH; rxe would fail the QP).
+	sgid := roceV2GID(t, ctx)
+	udCQ, err := cq.New(ctx, 16, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udCQ.Close()
+	ud, err := qp.New(pd, qp.InitAttr{Type: qp.UD, SendCQ: udCQ, RecvCQ: udCQ})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ud.Close()
+	if err := ud.ActivateUD(qp.UDOptions{QKey: 0x11111111}); err != nil {
+		t.Fatal(err)
+	}
+	ahParams := qp.AHParams{DGID: sgid.GID, SGID: sgid}
+	oldAH, err := qp.NewAH(pd, ahParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := oldAH.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ah, err := qp.NewAH(pd, ahParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ah.Close()
+	if ah.Verbs().Handle() != oldAH.Verbs().Handle() {
+		t.Fatalf("the new AH has handle %d, the closed one had %d", ah.Verbs().Handle(), oldAH.Verbs().Handle())
+	}
+	if err := ud.PostSend([]qp.SendWR{{ID: 1, Opcode: qp.Send, Flags: qp.Inline | qp.Signaled, Inline: []byte("x"), AH: oldAH, RemoteQPN: ud.Num(), RemoteQKey: 0x11111111}}); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("PostSend with a closed AH = %v, want ErrClosed", err)
+	}
+	if st := ud.State(); st != qp.StateRTS {
+		t.Errorf("the UD QP is in %v after a send with a closed AH", st)
+	}
+
+	// MW: binding the closed window must not post a bind (its rkey may
+	// name the new window).
+	bindMR, err := pd.RegisterMR(buf, uverbs.AccessLocalWrite|uverbs.AccessMWBind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bindMR.Close()
+	oldMW, err := pd.AllocMW(uverbs.MWType1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := oldMW.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mw, err := pd.AllocMW(uverbs.MWType1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mw.Close()
+	if mw.Handle() != oldMW.Handle() {
+		t.Fatalf("the new MW has handle %d, the closed one had %d", mw.Handle(), oldMW.Handle())
+	}
+	bind := qp.MWBindParams{MR: bindMR, Length: 64, Access: uverbs.AccessRemoteWrite}
+	if _, err := qp.BindWR(1, qp.Signaled, oldMW, bind); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("BindWR of a closed MW = %v, want ErrClosed", err)
+	}
+	if _, err := userQP.BindMW(oldMW, 1, qp.Signaled, bind); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("BindMW of a closed MW = %v, want ErrClosed", err)
+	}
+
 	// The new PD holds nothing of the closed objects' calls: once its own
 	// children are closed, it deallocates (EBUSY otherwise).
-	for _, cl := range []interface{ Close() error }{q, c, mr} {
+	for _, cl := range []interface{ Close() error }{mw, bindMR, ah, ud, udCQ, srq, userQP, userCQ, q, c, mr} {
 		if err := cl.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -319,4 +460,20 @@ func TestDroppedChildrenOfLiveContextAreCollected(t *testing.T) {
 	if err := ctx.Close(); err != nil {
 		t.Fatalf("Context.Close with dropped children: %v", err)
 	}
+}
+
+// roceV2GID is ctx's first RoCE v2 GID entry on port 1.
+func roceV2GID(t *testing.T, ctx *uverbs.Context) uverbs.GIDEntry {
+	t.Helper()
+	tab, err := ctx.QueryGIDTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range tab {
+		if e.Port == 1 && e.Type == uverbs.GIDTypeRoCEv2 {
+			return e
+		}
+	}
+	t.Fatalf("no RoCE v2 GID on port 1: %+v", tab)
+	return uverbs.GIDEntry{}
 }

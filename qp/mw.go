@@ -19,8 +19,12 @@ type MWBindParams struct {
 // BindWR builds the BIND_MW work request that binds mw as p says, asking
 // for the window's next rkey (uverbs.NextRKey). Post it with PostSend (type
 // 2 windows) and, once it completed successfully, record the new rkey with
-// mw.SetRKey(wr.Bind.NewRKey). The range must lie inside the region.
+// mw.SetRKey(wr.Bind.NewRKey). The range must lie inside the region. A
+// closed window is refused with ErrClosed.
 func BindWR(id uint64, flags SendFlags, mw *uverbs.MW, p MWBindParams) (SendWR, error) {
+	if mw.Closed() {
+		return SendWR{}, fmt.Errorf("qp: bind_mw: %w", ErrClosed)
+	}
 	if p.MR == nil || p.Off < 0 || p.Length < 0 || p.Off > p.MR.Len() || p.Length > p.MR.Len()-p.Off {
 		return SendWR{}, fmt.Errorf("qp: bind_mw: range outside the memory region: %w", unix.EINVAL)
 	}

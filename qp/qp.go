@@ -141,9 +141,10 @@ func (q *QP) Query() (Attr, error) {
 // one doorbell for the whole call. It is all or nothing: if any request is
 // invalid or the ring lacks room for all of them, none is posted and the
 // error says why (ErrQueueFull, ErrTooManySGEs, ErrInlineTooLong,
-// ErrInvalidWR). If every request was queued and only the doorbell
-// command failed, the error matches ErrDoorbell: the requests may still
-// execute and must not be posted again. Before RTS it returns ErrBadState.
+// ErrInvalidWR; ErrClosed for a UD request whose AH is closed). If every
+// request was queued and only the doorbell command failed, the error
+// matches ErrDoorbell: the requests may still execute and must not be
+// posted again. Before RTS it returns ErrBadState.
 // PostSend never rings a doorbell on a QP that Close has destroyed. It
 // allocates nothing.
 //

@@ -48,6 +48,10 @@ func CreateAH(pd *uverbs.PD, attr uverbs.AHAttr) (*AH, error) {
 // ah_num), the only address a UD WQE carries.
 func (a *AH) Num() uint32 { return a.num }
 
+// closed reports whether the kernel AH was closed; an AH of the
+// simulator (no kernel AH) never is.
+func (a *AH) closed() bool { return a.vah != nil && a.vah.Closed() }
+
 // Verbs returns the kernel address handle.
 func (a *AH) Verbs() *uverbs.AH { return a.vah }
 

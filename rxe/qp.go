@@ -120,8 +120,9 @@ func newQPFromRings(sq, rq *ring.Ring, lim uverbs.QPCap, db doorbell) (*QP, erro
 // doorbell once, however many requests there are. It is all or nothing: if
 // any request is invalid, or the ring has no room for all of them, none is
 // posted, no doorbell rings, and the error says why (ErrQueueFull,
-// ErrTooManySGEs, ErrInlineTooLong, ErrInvalidWR). An empty wrs does
-// nothing. It allocates nothing.
+// ErrTooManySGEs, ErrInlineTooLong, ErrInvalidWR; ErrClosed for a UD
+// request whose AH is closed). An empty wrs does nothing. It allocates
+// nothing.
 func (q *QP) PostSend(wrs []SendWR) error {
 	err := q.sq.post(wrs)
 	runtime.KeepAlive(q) // its Mappings' cleanups would unmap the rings under the post

@@ -28,6 +28,9 @@ func (q *sendQueue) checkTransport(wr *SendWR) error {
 		if wr.Opcode != OpSend && wr.Opcode != OpSendWithImm || wr.AH == nil {
 			return ErrOpcodeTransport
 		}
+		if wr.AH.closed() {
+			return errAHClosed
+		}
 	case uverbs.QPTypeUC:
 		switch wr.Opcode {
 		case OpSend, OpSendWithImm, OpRDMAWrite, OpRDMAWriteWithImm, OpBindMW:

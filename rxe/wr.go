@@ -194,6 +194,7 @@ var (
 	errSendQueueClosed error = &postError{"rxe: post_send: queue pair closed", unix.EBADF, ErrClosed}
 	errRecvQueueClosed error = &postError{"rxe: post_recv: receive queue closed", unix.EBADF, ErrClosed}
 	errCQClosed        error = &postError{"rxe: poll_cq: completion queue closed", unix.EBADF, ErrClosed}
+	errAHClosed        error = &postError{"rxe: post_send: the request's address handle is closed", unix.EBADF, ErrClosed}
 )
 
 // ErrDoorbell is matched (errors.Is) by the error PostSend returns when

@@ -144,6 +144,11 @@ func (ah *AH) Handle() uint32 { return ah.handle }
 // Attr returns the address vector the AH was created with.
 func (ah *AH) Attr() AHAttr { return ah.attr }
 
+// Closed reports whether the AH was closed (by Close or its Context's), for
+// a provider to refuse a work request addressed with it: the request would
+// reach the kernel with a number that names nothing, or another AH.
+func (ah *AH) Closed() bool { return ah.gate.closed() }
+
 // Close destroys the address handle (IB_USER_VERBS_CMD_DESTROY_AH). Work
 // requests already posted with it may fail. Once it has succeeded, Close
 // does nothing; a failed destroy may be retried.

@@ -92,12 +92,18 @@ func closedCalls(o fakeObjects, c *Context) map[string]func() error {
 func TestClosedObjectsSendNothing(t *testing.T) {
 	c, read := fakeContext(t)
 	o := makeFakeObjects(t, c)
+	if o.ah.Closed() || o.mw.Closed() {
+		t.Fatalf("open AH or MW reports Closed: %v, %v", o.ah.Closed(), o.mw.Closed())
+	}
 	for _, closer := range []interface{ Close() error }{o.mw, o.ah, o.qp, o.srq, o.mr, o.cq, o.pd} {
 		if err := closer.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	read()
+	if !o.ah.Closed() || !o.mw.Closed() {
+		t.Errorf("closed AH or MW does not report Closed (providers refuse posting with them by it): %v, %v", o.ah.Closed(), o.mw.Closed())
+	}
 	for name, call := range closedCalls(o, c) {
 		if err := call(); !errors.Is(err, ErrClosed) {
 			t.Errorf("%s after Close = %v, want ErrClosed", name, err)

@@ -86,6 +86,11 @@ func (mw *MW) SetRKey(rkey uint32) { mw.rkey.Store(rkey) }
 // the old one lose access.
 func NextRKey(rkey uint32) uint32 { return rkey&^0xff | (rkey+1)&0xff }
 
+// Closed reports whether the window was closed (by Close or its
+// Context's), for a provider to refuse binding it: the bind would name a
+// window that is gone, or another one.
+func (mw *MW) Closed() bool { return mw.gate.closed() }
+
 // Close deallocates the window (IB_USER_VERBS_CMD_DEALLOC_MW). Idempotent;
 // after the Context was closed it does nothing.
 func (mw *MW) Close() error {
