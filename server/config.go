@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -11,7 +12,7 @@ import (
 // Defaults rogue's rocev2 Server uses, and this package's own.
 const (
 	DefaultPort        = 1
-	DefaultGIDIndex    = 1 // the IPv4-mapped RoCE v2 GID on rxe over IPv4
+	DefaultGIDIndex    = -1 // no index: the RoCE v2 GID of the port's netdev (see Config.GIDIndex)
 	DefaultMaxPayload  = 9000
 	DefaultDepth       = 256
 	DefaultMinRNRTimer = 12 // 0.64 ms: 1 causes RNR-NAK storms on rxe, 0 means 655 ms
@@ -26,9 +27,20 @@ const maxSlab = 1 << 32
 // Config describes a server. Start from DefaultConfig: the zero value of
 // Depth, MaxPayload and MinRNRTimer is refused rather than guessed.
 type Config struct {
-	Device   string // rdma device, e.g. "rxe0"
-	Port     uint8  // 1-based port; 0 means 1
-	GIDIndex int    // the local GID; it must be a populated RoCE v2 entry
+	Device string // rdma device, e.g. "rxe0"
+	Port   uint8  // 1-based port; 0 means 1
+
+	// GIDAddr, if valid, chooses the local GID by address: the RoCE v2
+	// entry of this IP address (IPv4-mapped for IPv4), as
+	// uverbs.Context.FindGID.
+	GIDAddr netip.Addr
+	// GIDIndex, without GIDAddr, chooses the local GID by its index in the
+	// port's table; it must be a populated RoCE v2 entry. DefaultGIDIndex
+	// (-1) chooses none by index: the RoCE v2 GID of the port's netdev,
+	// IPv4-mapped preferred (uverbs.Context.PortGID), since the order of a
+	// fresh link's entries is not fixed (on 6.12 the IPv4 one need not sit
+	// at 1).
+	GIDIndex int
 
 	// MaxPayload is the size of one receive slot: a SEND longer than this
 	// fails (LOC_LEN_ERR; LOC_QP_OP_ERR on 6.1's rxe) and breaks the
@@ -115,7 +127,8 @@ func (m RingMode) String() string {
 }
 
 // DefaultConfig returns rogue's parameters (port 1, 9000-byte slots, depth
-// 256, min RNR timer 12) for device and GID index 1.
+// 256, min RNR timer 12) for device, with the RoCE v2 GID of its port's
+// netdev (DefaultGIDIndex).
 func DefaultConfig(device string) Config {
 	return Config{
 		Device:      device,
@@ -144,8 +157,8 @@ func (c Config) normalize() (Config, error) {
 	if c.Port == 0 {
 		c.Port = DefaultPort
 	}
-	if c.GIDIndex < 0 {
-		return c, configError("GID index %d is negative", c.GIDIndex)
+	if c.GIDIndex < DefaultGIDIndex {
+		return c, configError("GID index %d is negative (DefaultGIDIndex, -1, chooses the netdev's GID)", c.GIDIndex)
 	}
 	if c.Depth <= 0 {
 		return c, configError("receive depth %d: need at least one slot", c.Depth)

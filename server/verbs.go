@@ -6,6 +6,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
@@ -55,16 +56,9 @@ func openDevice(cfg Config) (d *device, err error) {
 			return d, err
 		}
 	}
-	g, err := d.ctx.QueryGID(cfg.Port, cfg.GIDIndex)
-	switch {
-	case errors.Is(err, uverbs.ErrGIDUnused):
-		return d, configError("GID index %d on %s port %d is unused (all zeros): pick a populated RoCE v2 entry (%v)", cfg.GIDIndex, cfg.Device, cfg.Port, err)
-	case err != nil:
-		return d, fmt.Errorf("server: query GID %d of %s: %w", cfg.GIDIndex, cfg.Device, err)
-	case g.GID.IsZero():
-		return d, configError("GID index %d on %s port %d is all zeros", cfg.GIDIndex, cfg.Device, cfg.Port)
-	case g.Type != uverbs.GIDTypeRoCEv2:
-		return d, configError("GID index %d on %s port %d (%v) is %v, not RoCE v2", cfg.GIDIndex, cfg.Device, cfg.Port, g.GID, g.Type)
+	g, err := localGID(d.ctx, cfg)
+	if err != nil {
+		return d, err
 	}
 	d.gid, d.sgid = g.GID, g
 	if d.buf, err = uverbs.NewBuffer(cfg.Depth*cfg.MaxPayload, uverbs.BufferOptions{}); err != nil {
@@ -256,3 +250,42 @@ func (r *rcQueue) close() error {
 
 // sge is a scatter/gather element (uverbs.SGE in the target API).
 type sge = uverbs.SGE
+
+// gidSource is what localGID asks: a *uverbs.Context.
+type gidSource interface {
+	QueryGID(port uint8, index int) (uverbs.GIDEntry, error)
+	FindGID(port uint8, ip netip.Addr) (uverbs.GIDEntry, error)
+	PortGID(port uint8) (uverbs.GIDEntry, error)
+}
+
+// localGID is the GID entry cfg chooses: by address (GIDAddr), by index
+// (GIDIndex), or else the RoCE v2 GID of the port's netdev. It must be a
+// populated RoCE v2 entry.
+func localGID(c gidSource, cfg Config) (uverbs.GIDEntry, error) {
+	switch {
+	case cfg.GIDAddr.IsValid():
+		g, err := c.FindGID(cfg.Port, cfg.GIDAddr)
+		if errors.Is(err, uverbs.ErrGIDUnused) {
+			return g, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		return g, err
+	case cfg.GIDIndex == DefaultGIDIndex:
+		g, err := c.PortGID(cfg.Port)
+		if err != nil && !errors.Is(err, uverbs.ErrClosed) {
+			return g, fmt.Errorf("%w: %w (choose the GID with GIDAddr or GIDIndex)", ErrConfig, err)
+		}
+		return g, err
+	}
+	g, err := c.QueryGID(cfg.Port, cfg.GIDIndex)
+	switch {
+	case errors.Is(err, uverbs.ErrGIDUnused):
+		return g, configError("GID index %d on %s port %d is unused (all zeros): pick a populated RoCE v2 entry (%v)", cfg.GIDIndex, cfg.Device, cfg.Port, err)
+	case err != nil:
+		return g, fmt.Errorf("server: query GID %d of %s: %w", cfg.GIDIndex, cfg.Device, err)
+	case g.GID.IsZero():
+		return g, configError("GID index %d on %s port %d is all zeros", cfg.GIDIndex, cfg.Device, cfg.Port)
+	case g.Type != uverbs.GIDTypeRoCEv2:
+		return g, configError("GID index %d on %s port %d (%v) is %v, not RoCE v2", cfg.GIDIndex, cfg.Device, cfg.Port, g.GID, g.Type)
+	}
+	return g, nil
+}

@@ -229,3 +229,32 @@ func (c *Context) findGID(port uint8, what string, match, prefer func(*GIDEntry)
 	}
 	return GIDEntry{}, fmt.Errorf("uverbs: no RoCE v2 GID for %s on %s port %d: %w", what, c.dev.Name, port, ErrGIDUnused)
 }
+
+// PortGID returns the RoCE v2 GID of the network device port runs on,
+// preferring an IPv4-mapped one, as NetdevGID does for a named netdev:
+// the GID a program uses by default, found by what it is rather than by
+// an index (the order of a fresh link's entries is not fixed). A port
+// with GIDs of several netdevs is refused: choose with NetdevGID or
+// FindGID there. No RoCE v2 entry is an error wrapping ErrGIDUnused.
+func (c *Context) PortGID(port uint8) (GIDEntry, error) {
+	table, err := c.QueryGIDTable()
+	if err != nil {
+		return GIDEntry{}, err
+	}
+	netdev := 0
+	for _, e := range table {
+		if e.Port != port || e.Type != GIDTypeRoCEv2 || e.NetdevIndex == 0 || e.NetdevIndex == netdev {
+			continue
+		}
+		if netdev != 0 {
+			return GIDEntry{}, fmt.Errorf("uverbs: GID of %s port %d: GIDs of netdevs %d and %d: choose one with NetdevGID or FindGID: %w", c.dev.Name, port, netdev, e.NetdevIndex, unix.EINVAL)
+		}
+		netdev = e.NetdevIndex
+	}
+	if netdev == 0 {
+		return GIDEntry{}, fmt.Errorf("uverbs: no RoCE v2 GID of a netdev on %s port %d: %w", c.dev.Name, port, ErrGIDUnused)
+	}
+	return c.findGID(port, fmt.Sprintf("netdev %d", netdev),
+		func(e *GIDEntry) bool { return e.NetdevIndex == netdev },
+		func(e *GIDEntry) bool { return e.GID.To4() != nil })
+}

@@ -25,13 +25,13 @@ func sourceAddr(o *options) (netip.Addr, error) {
 		return netip.Addr{}, err
 	}
 	defer c.Close()
-	g, err := c.QueryGID(o.ibPort, o.gidIndex)
+	g, err := o.gid.Entry(c, o.ibPort)
 	if err != nil {
 		return netip.Addr{}, err
 	}
 	a := netip.AddrFrom16(g.GID)
 	if !a.Is4In6() {
-		return netip.Addr{}, fmt.Errorf("-cm: GID %d of %s (%v) maps no IPv4 address", o.gidIndex, o.dev, g.GID)
+		return netip.Addr{}, fmt.Errorf("-cm: GID %d of %s (%v) maps no IPv4 address", g.Index, o.dev, g.GID)
 	}
 	return a.Unmap(), nil
 }

@@ -8,7 +8,11 @@
 // frames. Back-pressure from the receiver arrives as RNR NAKs, retried
 // forever (rnr_retry 7).
 //
-//	rocev2-send [-d rxe1] [-g 1] [-s 1024|MIN-MAX] [-n 1000] [-t 0] [-r 0] [-c 1] [-w 16777216] [-reconnect 0] SERVER
+//	rocev2-send [-d rxe1] [-g ADDR|INDEX] [-s 1024|MIN-MAX] [-n 1000] [-t 0] [-r 0] [-c 1] [-w 16777216] [-reconnect 0] SERVER
+//
+// -g chooses the local GID by its IP address or its table index; by
+// default it is the RoCE v2 GID of the device port's netdev, IPv4-mapped
+// preferred (the order of a link's GID table is not fixed).
 //
 // -cm connects over RDMA CM instead (rdma_resolve_addr from the address of
 // the -d/-g GID, rdma_connect to SERVER:-p with librdmacm's defaults).
@@ -39,11 +43,12 @@ import (
 
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/server"
+	"github.com/pureverbs/pureverbs/tools/internal/gidflag"
 )
 
 type options struct {
 	dev      string
-	gidIndex int
+	gid      *gidflag.Value
 	ibPort   uint8
 	tcpPort  int
 	minSize  int
@@ -72,11 +77,11 @@ type options struct {
 
 func parseOptions(args []string) (*options, error) {
 	fs := flag.NewFlagSet("rocev2-send", flag.ContinueOnError)
-	o := &options{}
+	o := &options{gid: gidflag.New()}
 	var size, op string
 	var port, wrap uint
 	fs.StringVar(&o.dev, "d", "rxe1", "RDMA device")
-	fs.IntVar(&o.gidIndex, "g", 1, "local GID index (the RoCE v2 GID)")
+	fs.Var(o.gid, "g", gidflag.Usage)
 	fs.UintVar(&port, "i", 1, "device port")
 	fs.IntVar(&o.tcpPort, "p", server.DefaultTCPPort, "server's side-channel TCP port (with -cm: its RDMA CM port)")
 	fs.IntVar(&o.reconnect, "reconnect", 0, "when the QP fails (a send completes with an error), connect again and go on with the next frame; at most this many attempts in all, 100 ms apart doubling up to 2 s")

@@ -47,7 +47,7 @@ func openSender(o *options) (s *sender, err error) {
 	if s.port, err = s.ctx.QueryPort(o.ibPort); err != nil {
 		return s, err
 	}
-	g, err := s.ctx.QueryGID(o.ibPort, o.gidIndex)
+	g, err := o.gid.Entry(s.ctx, o.ibPort)
 	if err != nil {
 		return s, err
 	}

@@ -5,7 +5,7 @@
 // connects (rocev2-send -cm, any librdmacm program's plain RC connect),
 // and counts, checks and optionally stores what arrives.
 //
-//	rocev2-server [-d rxe0] [-g 1] [-p 18515] [-s 9000] [-r 256] [-n FRAMES] [-o FILE] [--hold D] [--once]
+//	rocev2-server [-d rxe0] [-g ADDR|INDEX] [-p 18515] [-s 9000] [-r 256] [-n FRAMES] [-o FILE] [--hold D] [--once]
 //
 // It takes any sender by default: an FPGA (surf's RoCEv2 engine), rdma-core
 // style programs, rocev2-send. On a terminal it shows a live progress line;
@@ -17,6 +17,10 @@
 // and checksums) and prints "N lost, M corrupt"; the exit status is then 1
 // when any frame was lost or corrupt. An FPGA user sets -ring-size to the
 // AddrWrapCount programmed into the FPGA (usually -r).
+//
+// -g chooses the local GID by its IP address or its table index; by
+// default it is the RoCE v2 GID of the device port's netdev, IPv4-mapped
+// preferred (the order of a link's GID table is not fixed).
 package main
 
 import (
@@ -38,6 +42,7 @@ import (
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/server"
 	"github.com/pureverbs/pureverbs/server/framecheck"
+	"github.com/pureverbs/pureverbs/tools/internal/gidflag"
 	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -61,7 +66,8 @@ func parseOptions(args []string) (*options, error) {
 	o := &options{cfg: server.DefaultConfig("")}
 	var port, mtu, rnr, ringSize uint
 	fs.StringVar(&o.cfg.Device, "d", "rxe0", "RDMA device")
-	fs.IntVar(&o.cfg.GIDIndex, "g", server.DefaultGIDIndex, "local GID index (a RoCE v2 GID)")
+	gid := gidflag.New()
+	fs.Var(gid, "g", gidflag.Usage)
 	fs.UintVar(&port, "i", server.DefaultPort, "device port")
 	fs.IntVar(&o.tcpPort, "p", server.DefaultTCPPort, "side-channel TCP port, and the RDMA CM port")
 	fs.IntVar(&o.cfg.MaxPayload, "s", server.DefaultMaxPayload, "max payload: the size of one receive slot")
@@ -83,6 +89,7 @@ func parseOptions(args []string) (*options, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	o.cfg.GIDAddr, o.cfg.GIDIndex = gid.Addr, gid.Index // Index -1 is server.DefaultGIDIndex
 	if fs.NArg() != 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
@@ -201,8 +208,8 @@ func run(o *options) (bool, error) {
 		srv.Close()
 		return false, err
 	}
-	fmt.Printf("rocev2-server: %s port %d GID %v (index %d), %d slots of %d bytes, listening on :%d\n",
-		o.cfg.Device, o.cfg.Port, srv.GID(), o.cfg.GIDIndex, srv.Depth(), srv.MaxPayload(), o.tcpPort)
+	fmt.Printf("rocev2-server: %s port %d GID %v, %d slots of %d bytes, listening on :%d\n",
+		o.cfg.Device, o.cfg.Port, srv.GID(), srv.Depth(), srv.MaxPayload(), o.tcpPort)
 	ctx, cancel := context.WithCancel(context.Background())
 	logf := func(f string, a ...any) {
 		clearLine(o)
