@@ -214,25 +214,75 @@ func TestServerForeignSender(t *testing.T) {
 }
 
 // TestServerForeignSenderNetem: the same rocev2-server, defaults and all,
-// and the same foreign sender under 1 % and 5 % loss on both veths: every
-// byte arrives identical, the ring shows no gap or duplicate, the tool
-// exits 0, and rxe's counters show the sender recovering losses.
+// under 1 % and 5 % loss on both veths, fed by the same foreign sender
+// (side channel) and by cm-imm-send (C, librdmacm and libibverbs only; the
+// defaults listen for RDMA CM too): every byte arrives identical, the ring
+// shows no gap or duplicate, the tool exits 0, and rxe's counters show the
+// sender recovering losses.
 func TestServerForeignSenderNetem(t *testing.T) {
-	for i, loss := range []float32{1, 5} {
-		t.Run(fmt.Sprintf("loss_%v", loss), func(t *testing.T) {
-			pinNeighbours(t)
-			setNetem(t, netlink.NetemQdiscAttrs{Loss: loss})
-			c0 := readRxeCounters(t)
-			start := time.Now()
-			n := faultFrames(2000)
-			foreignSenderRun(t, 18696+i, n)
-			d := readRxeCounters(t).minus(c0)
-			t.Logf("loss %v %%: %d frames at %.0f frames/s; sender completer_retry_err %d rcvd_seq_err %d; server duplicate_request %d out_of_seq_request %d",
-				loss, n, float64(n)/time.Since(start).Seconds(), d.retry, d.seqErr, d.dup, d.outOfSeq)
-			if d.retry+d.seqErr == 0 {
-				t.Errorf("the sender recovered nothing (completer_retry_err and rcvd_seq_err both 0): is netem on?")
-			}
-		})
+	port := 18696
+	for _, loss := range []float32{1, 5} {
+		for _, sender := range []string{"fpga", "C"} {
+			port++
+			t.Run(fmt.Sprintf("loss_%v_%s", loss, sender), func(t *testing.T) {
+				pinNeighbours(t)
+				setNetem(t, netlink.NetemQdiscAttrs{Loss: loss})
+				c0 := readRxeCounters(t)
+				start := time.Now()
+				n := faultFrames(2000)
+				if sender == "C" {
+					cSenderRun(t, port, n)
+				} else {
+					foreignSenderRun(t, port, n)
+				}
+				d := readRxeCounters(t).minus(c0)
+				t.Logf("loss %v %%, %s sender: %d frames at %.0f frames/s; sender completer_retry_err %d rcvd_seq_err %d; server duplicate_request %d out_of_seq_request %d",
+					loss, sender, n, float64(n)/time.Since(start).Seconds(), d.retry, d.seqErr, d.dup, d.outOfSeq)
+				if d.retry+d.seqErr == 0 {
+					t.Errorf("the sender recovered nothing (completer_retry_err and rcvd_seq_err both 0): is netem on?")
+				}
+			})
+		}
+	}
+}
+
+// cSenderRun starts rocev2-server with its defaults on port and has
+// cm-imm-send connect through RDMA CM and send n frames of 1..9000 random
+// bytes on channels 5..7 (ring position = frame number); the tool's output
+// file must hold exactly the payloads the C sender recorded, in order.
+func cSenderRun(t *testing.T, port, n int) {
+	t.Helper()
+	devs := devices(t, 2)
+	dir := t.TempDir()
+	file, sent := dir+"/frames.bin", dir+"/sent"
+	srv := startPeer(t, faultLimit(3*time.Minute), "rocev2-server", "-d", devs[0], "-g", gidArg(t, devs[0]), "-p", strconv.Itoa(port), "-n", strconv.Itoa(n), "-o", file, "-timeout", faultLimit(150*time.Second).String(), "-q")
+	waitListening(t, srv, port, 30*time.Second)
+	out := runPeer(t, faultLimit(3*time.Minute), "cm-imm-send", "-b", "10.99.0.2", "-p", strconv.Itoa(port),
+		"-n", strconv.Itoa(n), "-s", "1-9000", "-c", "3", "-C", "5", "-q", "32", "-r", "20261205", "-o", sent, "10.99.0.1")
+	if !strings.Contains(out, fmt.Sprintf("sent %d frames", n)) {
+		t.Fatalf("cm-imm-send:\n%s", out)
+	}
+	sum := srv.wait(t) // fails the test unless rocev2-server exits 0
+	want := bytes.Join(readSentFrames(t, sent), nil)
+	t.Logf("cm-imm-send: %s\n%s", strings.TrimSpace(out), sum)
+	for _, s := range []string{
+		fmt.Sprintf("frames %d, bytes %d", n, len(want)),
+		"ring (shared, unknown size): 0 gaps (0 positions missing) ; 0 duplicates, 0 wraps",
+	} {
+		if !strings.Contains(sum, s) {
+			t.Errorf("summary lacks %q", s)
+		}
+	}
+	got, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		i := 0
+		for i < len(got) && i < len(want) && got[i] == want[i] {
+			i++
+		}
+		t.Fatalf("received %d bytes, the C sender sent %d; first difference at byte %d", len(got), len(want), i)
 	}
 }
 
