@@ -31,9 +31,11 @@ type Stats struct {
 
 	// The side channel (Serve): exchanges completed (each one a sender
 	// connected), failed (garbage, half records, timeouts, a closed
-	// connection), and connections refused before any exchange (not on
-	// the allow-list, or MaxExchanges already running).
-	Exchanges, ExchangeFailures, Refused uint64
+	// connection, an eviction), connections refused before any exchange
+	// (not on the allow-list, or MaxExchanges running and none of them
+	// evictable), and exchanges evicted to make room for a new client
+	// (their client had not sent its whole record).
+	Exchanges, ExchangeFailures, Refused, Evicted uint64
 	// RDMA CM (ServeCM): connections accepted (each one a sender
 	// connected) and requests that failed or were rejected.
 	CMConnects, CMFailures uint64
@@ -110,7 +112,7 @@ type counters struct {
 	handlerPanics        atomic.Uint64 // written by the loop only, but with Add: rare
 	exchanges, exFailed  atomic.Uint64
 	cmConnects, cmFailed atomic.Uint64
-	refused              atomic.Uint64
+	refused, evicted     atomic.Uint64
 
 	ringMode RingMode
 	ringSize uint32
@@ -234,7 +236,7 @@ func (c *counters) snapshot(p *pool) Stats {
 		s.Ring.add(s.ChannelRing[i])
 	}
 	s.HandlerPanics, s.StaleReleases = c.handlerPanics.Load(), p.stale.Load()
-	s.Exchanges, s.ExchangeFailures, s.Refused = c.exchanges.Load(), c.exFailed.Load(), c.refused.Load()
+	s.Exchanges, s.ExchangeFailures, s.Refused, s.Evicted = c.exchanges.Load(), c.exFailed.Load(), c.refused.Load(), c.evicted.Load()
 	s.CMConnects, s.CMFailures = c.cmConnects.Load(), c.cmFailed.Load()
 	for i := range s.Errors {
 		s.Errors[i] = c.errors[i].Load()
