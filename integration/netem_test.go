@@ -166,6 +166,10 @@ func faultStream(t *testing.T, total int, sendArgs ...string) (float64, rxeCount
 // 1 % (one bad payload) and after a blackout (one duplicate), and on arm64
 // 6.1 with C perftest at both ends (see the README); the same streams pass
 // on 6.12. On 6.2 and later it is always false, so the checks stay strict.
+// It still fails a fourth duplicate and any lost frame (seen with rocev2-send
+// made to send one frame 4 extra times, or to skip one), but on 6.1 it
+// hides up to 3 wrong deliveries of any cause: the same sender repeating
+// one frame 3 times passed there.
 func rxe61Defect(t *testing.T, c framecheck.Checker, total uint64) bool {
 	t.Helper()
 	if kernelAtLeast(t, 6, 2) || c.Duplicate+c.Corrupt == 0 || c.Duplicate+c.Corrupt > 3 || c.Lost != 0 || c.Frames != total+c.Duplicate {
