@@ -60,7 +60,8 @@ type Stats struct {
 // 31..8) showed. A step back (or, with the ring size known, a jump ahead
 // by half the ring or more) is a duplicate, unless the next frame follows
 // on from it: then the sender really went there, and it counts as a gap
-// (and a wrap if it crossed 0). With the ring size unknown a step back to
+// (and a wrap if it crossed 0) — so Duplicates can drop by one between two
+// snapshots. With the ring size unknown a step back to
 // 0 is a wrap; one to p > 0 followed by p+1 is a wrap that lost position 0
 // and counts p missing — the positions lost before the ring's unknown end
 // are not counted — and one followed by nothing (the stream's last frame)
