@@ -378,7 +378,7 @@ func TestServerStrangers(t *testing.T) {
 	st := r.waitStats(30*time.Second, "the sender's end", func(s *server.Stats) bool { return s.SessionEnds == 1 })
 	c := r.checker(0)
 	c.Expect(sent)
-	t.Logf("sent %d frames; stats: exchanges %d failed %d refused %d; log lines %d", sent, st.Exchanges, st.ExchangeFailures, st.Refused, strings.Count(r.log(), "\n"))
+	t.Logf("sent %d frames; stats: exchanges %d failed %d (evicted %d) refused %d; log lines %d", sent, st.Exchanges, st.ExchangeFailures, st.Evicted, st.Refused, strings.Count(r.log(), "\n"))
 	if st.Frames != sent || c.Lost != 0 || c.Corrupt != 0 || c.Duplicate != 0 {
 		t.Errorf("frames %d of %d; checker %+v", st.Frames, sent, c)
 	}
