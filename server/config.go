@@ -94,8 +94,10 @@ type Config struct {
 	Ring RingMode
 	// RingSize is the count the sender's position wraps at (surf's
 	// AddrWrapCount register, usually the receive depth); 0 means unknown:
-	// a position of 0 is then taken for a wrap wherever it comes, and
-	// positions otherwise wrap at 2^24.
+	// a position of 0 is then taken for a wrap wherever it comes, a step
+	// back to p > 0 followed by p+1 for a wrap that lost 0..p-1, and
+	// positions otherwise wrap at 2^24 (RingCounts says what stays
+	// ambiguous). Set it when it is known: losses are then counted exactly.
 	RingSize uint32
 }
 

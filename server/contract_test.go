@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -24,6 +25,15 @@ func TestRingTracking(t *testing.T) {
 		}
 		return fs
 	}
+	without := func(fs []frame, drop ...int) []frame {
+		var out []frame
+		for i, f := range fs {
+			if !slices.Contains(drop, i) {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
 	cases := []struct {
 		name   string
 		mode   RingMode
@@ -39,6 +49,17 @@ func TestRingTracking(t *testing.T) {
 		{"a duplicate and a replay", RingShared, 0, []frame{{0, 5}, {0, 5}, {0, 6}, {0, 3}, {0, 7}}, RingCounts{Duplicates: 2}},
 		{"per channel", RingPerChannel, 0, []frame{{0, 0}, {1, 0}, {0, 1}, {1, 1}, {1, 3}}, RingCounts{Gaps: 1, Missing: 1}},
 		{"per channel, a shared sender", RingPerChannel, 0, shared(8, 2, 1<<24), RingCounts{Gaps: 6, Missing: 6}},
+		// Position 0 of the second lap lost (a 256 ring over 4 channels):
+		// one gap, one missing, every wrap counted, the rest in order.
+		{"position 0 of a wrap lost, size unknown", RingShared, 0, without(shared(1000, 4, 256), 256), RingCounts{Gaps: 1, Missing: 1, Wraps: 3}},
+		{"position 0 of a wrap lost, size 256", RingShared, 256, without(shared(1000, 4, 256), 256), RingCounts{Gaps: 1, Missing: 1, Wraps: 3}},
+		{"positions 0-2 of a wrap lost, size unknown", RingShared, 0, without(shared(600, 4, 256), 512, 513, 514), RingCounts{Gaps: 1, Missing: 3, Wraps: 2}},
+		// The ambiguous case with the size unknown: the frames at the end of
+		// the ring and at 0 lost; only 0..p-1 are known to be missing.
+		{"the ring's end and 0 lost, size unknown", RingShared, 0, without(shared(300, 1, 256), 250, 251, 252, 253, 254, 255, 256), RingCounts{Gaps: 1, Missing: 1, Wraps: 1}},
+		{"the ring's end and 0 lost, size 256", RingShared, 256, without(shared(300, 1, 256), 250, 251, 252, 253, 254, 255, 256), RingCounts{Gaps: 1, Missing: 7, Wraps: 1}},
+		{"a jump ahead by more than half a known ring", RingShared, 8, []frame{{0, 1}, {0, 7}, {0, 0}, {0, 1}}, RingCounts{Gaps: 1, Missing: 5, Wraps: 1}},
+		{"a duplicate of the last frame, then in order", RingShared, 0, []frame{{0, 5}, {0, 6}, {0, 6}, {0, 7}, {0, 8}}, RingCounts{Duplicates: 1}},
 		{"off", RingOff, 0, []frame{{0, 9}, {0, 1}}, RingCounts{}},
 		{"outside the ring", RingShared, 16, []frame{{0, 1}, {0, 20}}, RingCounts{Gaps: 1}},
 	}

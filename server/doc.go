@@ -10,7 +10,8 @@
 // immediate names the sender's channel (bits 7..0) and ring position (bits
 // 31..8): one free-running position for all channels by default, as surf's
 // RoCEv2 dispatcher stamps it (Config.Ring, Config.RingSize; Stats.Ring
-// counts gaps, duplicates and wraps). No payload format is assumed. The
+// counts gaps, duplicates and wraps; RingCounts says which wrap is
+// ambiguous while RingSize is unknown). No payload format is assumed. The
 // Frame (a value naming one delivery of the slot) aliases the slot until
 // Frame.Release gives it back, from any goroutine, and the receive loop
 // re-posts it; a Release of a stale Frame does nothing. While every slot

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -27,8 +28,11 @@ type ServeOptions struct {
 	// Timeout bounds a client's whole exchange (its record, ours, its
 	// "done"), however it trickles its bytes; 0 means 3 s.
 	Timeout time.Duration
-	// MaxExchanges is how many exchanges may run at once; a connection
-	// beyond it is closed at once (Stats.Refused). 0 means 8. Each
+	// MaxExchanges is how many exchanges may run at once. A connection
+	// beyond it evicts the oldest exchange whose client has not sent its
+	// whole record (Stats.Evicted), or, if every client has, is closed at
+	// once (Stats.Refused): silent strangers cannot lock a reconnecting
+	// sender out until their Timeout. 0 means 8. Each
 	// running exchange holds one 52-byte record, a goroutine, and, once
 	// its record parsed, a QP and CQ of its own.
 	MaxExchanges int
@@ -80,7 +84,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, opts ServeOptions) 
 	s.mu.Lock()
 	s.logf = opts.Logf
 	s.mu.Unlock()
-	sc := &sideChannel{s: s, opts: opts, slots: make(chan struct{}, opts.MaxExchanges), conns: map[net.Conn]struct{}{}}
+	sc := &sideChannel{s: s, opts: opts, slots: make(chan struct{}, opts.MaxExchanges), conns: map[net.Conn]*exchanging{}}
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	go func() {
@@ -118,14 +122,19 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, opts ServeOptions) 
 		select {
 		case sc.slots <- struct{}{}:
 		default:
-			sc.refuse(conn, fmt.Sprintf("%d exchanges running", opts.MaxExchanges))
-			continue
+			if !sc.evict() {
+				sc.refuse(conn, fmt.Sprintf("%d exchanges running, each past its record", opts.MaxExchanges))
+				continue
+			}
 		}
-		sc.track(conn, true)
+		x := &exchanging{since: time.Now()}
+		sc.mu.Lock()
+		sc.conns[conn] = x
+		sc.mu.Unlock()
 		sc.wg.Add(1)
 		go func() {
 			defer sc.wg.Done()
-			sc.handle(conn)
+			sc.handle(conn, x)
 		}()
 	}
 }
@@ -146,8 +155,50 @@ type sideChannel struct {
 	wg    sync.WaitGroup
 
 	mu    sync.Mutex
-	conns map[net.Conn]struct{} // connections in an exchange, closed by shutdown
-	live  net.Conn              // the running sender's connection, closed by shutdown
+	conns map[net.Conn]*exchanging // connections in an exchange, closed by shutdown
+	live  net.Conn                 // the running sender's connection, closed by shutdown
+}
+
+// exchanging is one connection's exchange in progress.
+type exchanging struct {
+	since   time.Time
+	heard   atomic.Bool // its whole record arrived: not evictable
+	evicted bool        // closed by evict (under sideChannel.mu)
+}
+
+// evict makes room for a new client while MaxExchanges run: it closes the
+// oldest exchange whose client has not sent its whole record (silent,
+// slow, a port scan) and takes its slot when that exchange has ended. It
+// reports false if every client is past its record, or the slot did not
+// come free within Timeout.
+func (sc *sideChannel) evict() bool {
+	sc.mu.Lock()
+	var victim net.Conn
+	var oldest *exchanging
+	for c, x := range sc.conns {
+		if !x.evicted && !x.heard.Load() && (oldest == nil || x.since.Before(oldest.since)) {
+			victim, oldest = c, x
+		}
+	}
+	if victim != nil {
+		oldest.evicted = true
+		victim.Close() // its exchange fails at once and frees its slot
+	}
+	sc.mu.Unlock()
+	if victim == nil {
+		return false
+	}
+	if n := sc.s.c.evicted.Add(1); n&(n-1) == 0 {
+		sc.opts.Logf("side channel: evicted %s, silent for %v, to make room (%d evicted so far)", victim.RemoteAddr(), time.Since(oldest.since).Round(time.Millisecond), n)
+	}
+	t := time.NewTimer(sc.opts.Timeout)
+	defer t.Stop()
+	select {
+	case sc.slots <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // allowed checks addr against the allow-list.
@@ -178,13 +229,9 @@ func (sc *sideChannel) refuse(conn net.Conn, why string) {
 	conn.Close()
 }
 
-func (sc *sideChannel) track(conn net.Conn, open bool) {
+func (sc *sideChannel) untrack(conn net.Conn) {
 	sc.mu.Lock()
-	if open {
-		sc.conns[conn] = struct{}{}
-	} else {
-		delete(sc.conns, conn)
-	}
+	delete(sc.conns, conn)
 	sc.mu.Unlock()
 }
 
@@ -203,14 +250,14 @@ func (sc *sideChannel) shutdown() {
 }
 
 // handle runs one client: the exchange, then (with WatchPeer) the watch.
-func (sc *sideChannel) handle(conn net.Conn) {
-	ss, err := sc.s.exchange(conn, sc.opts.Timeout)
+func (sc *sideChannel) handle(conn net.Conn, x *exchanging) {
+	ss, err := sc.s.exchange(conn, sc.opts.Timeout, &x.heard)
 	<-sc.slots
 	if err != nil {
 		sc.s.c.exFailed.Add(1)
 		sc.opts.Logf("side channel: %s: %v", conn.RemoteAddr(), err)
 		conn.Close()
-		sc.track(conn, false)
+		sc.untrack(conn)
 		return
 	}
 	sc.s.c.exchanges.Add(1)
@@ -227,13 +274,15 @@ func (sc *sideChannel) handle(conn net.Conn) {
 }
 
 // exchange runs one client's handshake on a QP of its own and, once the
-// client said "done", makes it the running connection.
-func (s *Server) exchange(conn net.Conn, timeout time.Duration) (*session, error) {
+// client said "done", makes it the running connection. It sets heard when
+// the client's whole record has arrived.
+func (s *Server) exchange(conn net.Conn, timeout time.Duration, heard *atomic.Bool) (*session, error) {
 	conn.SetDeadline(time.Now().Add(timeout))
 	var rec [qp.PeerRecordLen]byte
 	if n, err := io.ReadFull(conn, rec[:]); err != nil {
 		return nil, fmt.Errorf("read peer record: got %d of %d bytes: %w", n, qp.PeerRecordLen, err)
 	}
+	heard.Store(true)
 	var p qp.Peer
 	if err := p.UnmarshalText(rec[:]); err != nil {
 		return nil, err

@@ -31,9 +31,11 @@ type Stats struct {
 
 	// The side channel (Serve): exchanges completed (each one a sender
 	// connected), failed (garbage, half records, timeouts, a closed
-	// connection), and connections refused before any exchange (not on
-	// the allow-list, or MaxExchanges already running).
-	Exchanges, ExchangeFailures, Refused uint64
+	// connection, an eviction), connections refused before any exchange
+	// (not on the allow-list, or MaxExchanges running and none of them
+	// evictable), and exchanges evicted to make room for a new client
+	// (their client had not sent its whole record).
+	Exchanges, ExchangeFailures, Refused, Evicted uint64
 	// RDMA CM (ServeCM): connections accepted (each one a sender
 	// connected) and requests that failed or were rejected.
 	CMConnects, CMFailures uint64
@@ -55,8 +57,16 @@ type Stats struct {
 }
 
 // RingCounts is what a sender's ring positions (the immediate's bits
-// 31..8) showed. With the ring size unknown, a jump ahead by half the
-// position space or more is taken for a step back (a duplicate).
+// 31..8) showed. A step back (or, with the ring size known, a jump ahead
+// by half the ring or more) is a duplicate, unless the next frame follows
+// on from it: then the sender really went there, and it counts as a gap
+// (and a wrap if it crossed 0) — so Duplicates can drop by one between two
+// snapshots. With the ring size unknown a step back to
+// 0 is a wrap; one to p > 0 followed by p+1 is a wrap that lost position 0
+// and counts p missing — the positions lost before the ring's unknown end
+// are not counted — and one followed by nothing (the stream's last frame)
+// or by another loss stays a duplicate. A replay of two or more
+// consecutive positions reads as the sender going back there.
 type RingCounts struct {
 	Gaps       uint64 // jumps ahead: at least one frame lost at each
 	Missing    uint64 // positions the jumps skipped: the frames lost, for a sender that numbers every frame
@@ -103,13 +113,18 @@ type counters struct {
 	handlerPanics        atomic.Uint64 // written by the loop only, but with Add: rare
 	exchanges, exFailed  atomic.Uint64
 	cmConnects, cmFailed atomic.Uint64
-	refused              atomic.Uint64
+	refused, evicted     atomic.Uint64
 
 	ringMode RingMode
 	ringSize uint32
 	// lastPos is each ring's last position plus one (0: none yet); ring 0
 	// is the shared one. Only the loop reads and writes it.
 	lastPos [256]uint32
+	// suspect is, per ring, the position after the last frame counted as
+	// a duplicate (0: none), and suspectCh its channel: if the next frame
+	// has that position, the sender really went there.
+	suspect   [256]uint32
+	suspectCh [256]uint8
 }
 
 type ringCounters struct{ gaps, missing, duplicates, wraps atomic.Uint64 }
@@ -133,6 +148,8 @@ func (c *counters) frame(channel uint8, pos uint32, n int) {
 	if last == 0 {
 		return // the connection's first frame on this ring
 	}
+	suspect := c.suspect[ring]
+	c.suspect[ring] = 0
 	rc := &c.channelRing[channel]
 	mod := uint32(1 << 24)
 	if c.ringSize != 0 {
@@ -141,7 +158,29 @@ func (c *counters) frame(channel uint8, pos uint32, n int) {
 	next := last % mod // the successor of last-1
 	switch {
 	case pos == next:
-		if pos == 0 {
+		if pos < last {
+			bump(&rc.wraps, 1)
+		}
+	case suspect != 0 && pos == suspect%mod:
+		// The frame before was taken for a duplicate, but the sender goes
+		// on from it: it was there. Count the step to it as a jump ahead.
+		p := suspect - 1
+		sr := &c.channelRing[c.suspectCh[ring]]
+		bump(&sr.duplicates, ^uint64(0))
+		bump(&sr.gaps, 1)
+		switch {
+		case p >= last:
+			bump(&sr.missing, uint64(p-next))
+		case c.ringSize != 0:
+			bump(&sr.missing, uint64((p+mod-next)%mod))
+			bump(&sr.wraps, 1)
+		default:
+			// A wrap of unknown size: 0..p-1 are lost, and however many
+			// came after last-1 before the ring's end.
+			bump(&sr.missing, uint64(p))
+			bump(&sr.wraps, 1)
+		}
+		if pos < suspect {
 			bump(&rc.wraps, 1)
 		}
 	case c.ringSize == 0 && pos == 0:
@@ -153,14 +192,16 @@ func (c *counters) frame(channel uint8, pos uint32, n int) {
 		}
 		skipped := (pos + mod - next) % mod
 		if skipped >= mod/2 {
-			// At or behind the last position: keep the last one.
+			// At or behind the last position: keep the last one, unless
+			// the next frame follows this one.
 			bump(&rc.duplicates, 1)
 			c.lastPos[ring] = last
+			c.suspect[ring], c.suspectCh[ring] = pos+1, channel
 			return
 		}
 		bump(&rc.gaps, 1)
 		bump(&rc.missing, uint64(skipped))
-		if pos < next {
+		if pos < last {
 			bump(&rc.wraps, 1)
 		}
 	}
@@ -168,7 +209,7 @@ func (c *counters) frame(channel uint8, pos uint32, n int) {
 
 // newConnection forgets the ring positions: a new sender starts where it
 // likes.
-func (c *counters) newConnection() { c.lastPos = [256]uint32{} }
+func (c *counters) newConnection() { c.lastPos, c.suspect = [256]uint32{}, [256]uint32{} }
 
 func (c *counters) status(st cq.Status) {
 	if int(st) < numStatuses {
@@ -196,7 +237,7 @@ func (c *counters) snapshot(p *pool) Stats {
 		s.Ring.add(s.ChannelRing[i])
 	}
 	s.HandlerPanics, s.StaleReleases = c.handlerPanics.Load(), p.stale.Load()
-	s.Exchanges, s.ExchangeFailures, s.Refused = c.exchanges.Load(), c.exFailed.Load(), c.refused.Load()
+	s.Exchanges, s.ExchangeFailures, s.Refused, s.Evicted = c.exchanges.Load(), c.exFailed.Load(), c.refused.Load(), c.evicted.Load()
 	s.CMConnects, s.CMFailures = c.cmConnects.Load(), c.cmFailed.Load()
 	for i := range s.Errors {
 		s.Errors[i] = c.errors[i].Load()

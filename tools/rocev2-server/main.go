@@ -306,7 +306,7 @@ func summary(w *os.File, o *options, r *receiver, st *server.Stats, total time.D
 	if st.HandlerPanics != 0 || st.StaleReleases != 0 {
 		fmt.Fprintf(w, "handler panics %d, stale releases %d\n", st.HandlerPanics, st.StaleReleases)
 	}
-	fmt.Fprintf(w, "side channel: %d senders connected, %d exchanges failed, %d connections refused\n", st.Exchanges, st.ExchangeFailures, st.Refused)
+	fmt.Fprintf(w, "side channel: %d senders connected, %d exchanges failed (%d evicted to make room), %d connections refused\n", st.Exchanges, st.ExchangeFailures, st.Evicted, st.Refused)
 	fmt.Fprintf(w, "rdma cm: %d senders connected, %d requests failed\n", st.CMConnects, st.CMFailures)
 	var errs []string
 	for s, n := range st.Errors {
