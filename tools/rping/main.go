@@ -398,6 +398,7 @@ func (r *rping) dial(ctx context.Context) error {
 	r.watch(ctx)
 	err = r.client(ctx)
 	if errors.Is(err, errDisconnected) {
+		r.debugf("a completion flushed: the connection ended\n")
 		err = nil
 	}
 	r.debugf("rping client done\n")
@@ -565,6 +566,7 @@ func (r *rping) serve(ctx context.Context) error {
 	r.watch(ctx)
 	err = r.serveLoop(ctx)
 	if errors.Is(err, errDisconnected) {
+		r.debugf("a completion flushed: the connection ended\n")
 		err = nil
 	}
 	return err
