@@ -319,7 +319,7 @@ func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (_ *Conn, er
 			c.ch.Reject(c.id, 0, nil)
 			if c.connected {
 				// The REP is out: the kernel's DESTROY_ID waits until
-				// the REP's retries end (about a minute on 6.1;
+				// the REP's retries end (about a minute on 6.1 and 6.12;
 				// TestCMAcceptDeadline), so the release goes on in
 				// the background and ctx is honoured.
 				go c.release()

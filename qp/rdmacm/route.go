@@ -103,6 +103,7 @@ func (r *Route) ConnectQP(ctx context.Context, q *qp.QP, o Options) (*Conn, erro
 // Close gives up a Route that did not connect: it destroys the CM id and
 // its channel (if ConnectQP has not) and lets go of the device context.
 // After a successful ConnectQP it does nothing: the Conn owns all of it.
+// It must not run while ConnectQP does (cancel its ctx instead).
 // Idempotent.
 func (r *Route) Close() error {
 	r.mu.Lock()
