@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -158,7 +159,11 @@ func TestCMResolveNoDevice(t *testing.T) {
 // A peer killed with SIGKILL while connected: the survivor's WaitEvent
 // reports DISCONNECTED (the dead process's ids are destroyed by the kernel,
 // which sends the DREQ) and its QP is flushed, within bounds. Then the
-// other way: the Go rping server outlives a killed C client and exits.
+// other way, mid-transfer: a C rping client pinging 8 KiB buffers without
+// end is killed while the Go rping server's READs and WRITEs flow; the
+// server (-d) reports the DISCONNECTED event and the flushed completion
+// that ends its wait, and exits. With Conn.WaitEvent's flush removed, the
+// server waited forever and this failed at its 40 s bound.
 func TestCMPeerKilled(t *testing.T) {
 	devices(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -194,12 +199,12 @@ func TestCMPeerKilled(t *testing.T) {
 		t.Errorf("%d of 4 posted receives flushed", flushed)
 	}
 
-	gosrv := startPeer(t, 90*time.Second, "/usr/local/bin/rping", "-s", "-a", "10.99.0.1", "-p", "7693", "-C", "0", "-S", "4096", "-v")
+	gosrv := startPeer(t, 90*time.Second, "/usr/local/bin/rping", "-s", "-a", "10.99.0.1", "-p", "7693", "-C", "0", "-S", "8192", "-vd")
 	var cli *peer
 	// The C client is retried until the Go server listens, and killed
 	// once pings flow (the server prints each).
 	for deadline := time.Now().Add(60 * time.Second); ; {
-		cli = startPeer(t, 80*time.Second, "/usr/bin/rping", "-c", "-I", "10.99.0.2", "-a", "10.99.0.1", "-p", "7693", "-C", "0", "-S", "4096")
+		cli = startPeer(t, 80*time.Second, "/usr/bin/rping", "-c", "-I", "10.99.0.2", "-a", "10.99.0.1", "-p", "7693", "-C", "0", "-S", "8192")
 	waiting:
 		for !strings.Contains(gosrv.out.String(), "server ping data: rdma-ping-3:") && time.Now().Before(deadline) {
 			select {
@@ -220,11 +225,16 @@ func TestCMPeerKilled(t *testing.T) {
 	cli.cmd.Process.Signal(syscall.SIGKILL)
 	select {
 	case <-gosrv.done:
+		out := gosrv.out.String()
 		if gosrv.err != nil {
-			t.Errorf("Go rping server after its client's SIGKILL: %v\n%s", gosrv.err, lastLines(gosrv.out.String(), 5))
+			t.Errorf("Go rping server after its client's SIGKILL: %v\n%s", gosrv.err, lastLines(out, 5))
 		}
+		if !strings.Contains(out, "cma_event type DISCONNECTED") || !strings.Contains(out, "a completion flushed") {
+			t.Errorf("the Go rping server did not report DISCONNECTED and a flushed completion:\n%s", lastLines(withoutPings(out), 5))
+		}
+		t.Logf("the Go server echoed %d pings before its client died", strings.Count(out, "server ping data:"))
 	case <-time.After(40 * time.Second):
-		t.Fatalf("the Go rping server did not end within 40 s of its client's SIGKILL:\n%s", lastLines(gosrv.out.String(), 5))
+		t.Fatalf("the Go rping server did not end within 40 s of its client's SIGKILL:\n%s", lastLines(withoutPings(gosrv.out.String()), 5))
 	}
 }
 
@@ -304,15 +314,32 @@ func TestCMContextDeadlines(t *testing.T) {
 		r, _ := l.Request(ctx)
 		taken <- r
 	}()
-	short, stop = expire(2 * time.Second)
+	// The context ends 2 s after Setup, which runs just before the REQ
+	// goes out: on a loaded VM a 2 s deadline from the start of the Dial
+	// could end in address resolution, no REQ would be sent, and the
+	// listener would wait for nothing (seen: the test hung 85 s here).
+	connecting, stopConnect := context.WithCancel(ctx)
+	var timer *time.Timer
 	start = time.Now()
-	_, err = rdmacm.Dial(short, "10.99.0.1:7691", rdmacm.Options{Source: cmAddr1})
-	stop()
-	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 15*time.Second {
-		t.Errorf("connect to a silent listener: %v after %v, want the deadline", err, time.Since(start))
+	_, err = rdmacm.Dial(connecting, "10.99.0.1:7691", rdmacm.Options{Source: cmAddr1, Setup: func(*rdmacm.Conn) error {
+		start = time.Now()
+		timer = time.AfterFunc(2*time.Second, stopConnect)
+		return nil
+	}})
+	if timer != nil {
+		timer.Stop()
 	}
-	if r := <-taken; r != nil {
-		r.Reject(nil)
+	stopConnect()
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "connect") || time.Since(start) > 15*time.Second {
+		t.Errorf("connect to a silent listener: %v after %v, want the context's end in the connect step", err, time.Since(start))
+	}
+	select {
+	case r := <-taken:
+		if r != nil {
+			r.Reject(nil)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the listener did not take the request within 30 s of the REQ")
 	}
 
 	// An established connection: WaitEvent with nothing happening.
@@ -344,6 +371,13 @@ func TestCMContextDeadlines(t *testing.T) {
 }
 
 func netip4(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// withoutPings is s without the lines of ping data (kilobytes each).
+func withoutPings(s string) string {
+	return pingLine.ReplaceAllString(s, "")
+}
+
+var pingLine = regexp.MustCompile(`(?m)^.*ping data: rdma-ping-.*\n`)
 
 // lastLines is the last n lines of s.
 func lastLines(s string, n int) string {

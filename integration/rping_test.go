@@ -62,8 +62,11 @@ func checkPings(t *testing.T, side, out string, server bool, count int) {
 
 // tools/rping against rdma-core's rping across the veth pair, both ways,
 // with non-default sizes, counts and ports, -V (the client compares what
-// came back) and -v (both print every ping); the C side once with -q
-// (its own QP driven by rdma_init_qp_attr), the Go server once with -q.
+// came back) and -v (both print every ping); -q (a QP of the tool's own,
+// driven by rdma_init_qp_attr) on the C side, on the Go server
+// (Request.AcceptQP) and on the Go client (Resolve, Route.ConnectQP), each
+// against both kinds of peer. The Go side's options are given bundled and
+// attached (-cvV -S65535), as getopt(3) takes them.
 func TestRpingInterop(t *testing.T) {
 	devices(t, 2)
 	for i, tc := range []struct {
@@ -76,19 +79,25 @@ func TestRpingInterop(t *testing.T) {
 		{name: "CServerGoClientSmall", size: 26, count: 200, cExtra: []string{"-q"}},
 		{name: "GoServerCClient", goServer: true, size: 65535, count: 20},
 		{name: "GoServerCClientOwnQP", goServer: true, size: 1000, count: 120, cExtra: []string{"-q"}, goFlag: []string{"-q"}},
+		{name: "CServerGoClientOwnQP", size: 65535, count: 30, goFlag: []string{"-q"}},
+		{name: "CServerOwnQPGoClientOwnQP", size: 4000, count: 100, cExtra: []string{"-q"}, goFlag: []string{"-dq"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			port := strconv.Itoa(7600 + i)
-			common := []string{"-p", port, "-S", strconv.Itoa(tc.size), "-C", strconv.Itoa(tc.count), "-v"}
-			srvArgs := append([]string{"-s", "-a", "10.99.0.1"}, common...)
-			cliArgs := append([]string{"-c", "-I", "10.99.0.2", "-a", "10.99.0.1", "-V"}, common...)
+			size, count := strconv.Itoa(tc.size), strconv.Itoa(tc.count)
+			cArgs := func(side ...string) []string {
+				return append(append(side, "-p", port, "-S", size, "-C", count, "-v"), tc.cExtra...)
+			}
+			goArgs := func(side string, addrs ...string) []string {
+				return append(append([]string{side + "v", "-p" + port, "-S" + size, "-C" + count}, addrs...), tc.goFlag...)
+			}
 			srvName, cliName, notYet := "/usr/bin/rping", "/usr/local/bin/rping", goRpingRejected
+			srvArgs := cArgs("-s", "-a", "10.99.0.1")
+			cliArgs := goArgs("-cV", "-I10.99.0.2", "-a10.99.0.1")
 			if tc.goServer {
 				srvName, cliName, notYet = "/usr/local/bin/rping", "/usr/bin/rping", cRpingRejected
-				srvArgs = append(srvArgs, tc.goFlag...)
-				cliArgs = append(cliArgs, tc.cExtra...)
-			} else {
-				srvArgs = append(srvArgs, tc.cExtra...)
+				srvArgs = goArgs("-s", "-a10.99.0.1")
+				cliArgs = cArgs("-c", "-I", "10.99.0.2", "-a", "10.99.0.1", "-V")
 			}
 			srv := startPeer(t, 120*time.Second, srvName, srvArgs...)
 			cli := runClientUntilListening(t, 100*time.Second, notYet, cliName, cliArgs...)

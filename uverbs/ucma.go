@@ -76,6 +76,18 @@ func (ch *CMChannel) Close() error {
 	return nil
 }
 
+// SyscallConn gives access to the channel's fd for callers who poll or
+// epoll it themselves (rdma_cm_event_channel's fd): it is non-blocking,
+// readable while an event is queued, and read with ReadEvent until EAGAIN.
+// The channel owns the fd: use it only inside RawConn.Control or Read,
+// which keep it open and fail once Close has run; never close it.
+func (ch *CMChannel) SyscallConn() (syscall.RawConn, error) {
+	if ch.closed.Load() {
+		return nil, closedError("rdma_cm channel")
+	}
+	return ch.rc, nil
+}
+
 // pollErr wraps an error of the runtime's poller for verb: ErrClosed once
 // the channel is closed (the poller says "use of closed file").
 func (ch *CMChannel) pollErr(verb string, err error) error {

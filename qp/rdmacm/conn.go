@@ -159,17 +159,7 @@ func (c *Conn) Close() error {
 // release destroys what the connection holds; fields still nil (a
 // connect that failed half way) are skipped.
 func (c *Conn) release() error {
-	var errs []error
-	if c.ch != nil {
-		if c.hasID {
-			if _, err := c.ch.DestroyID(c.id); err != nil && !errors.Is(err, uverbs.ErrClosed) {
-				errs = append(errs, err)
-			}
-		}
-		if err := c.ch.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	errs := []error{c.releaseCM()}
 	if c.ah != nil {
 		errs = append(errs, c.ah.Close())
 	}
@@ -189,6 +179,24 @@ func (c *Conn) release() error {
 	}
 	devices.release(c.dev)
 	c.dev = nil
+	return errors.Join(errs...)
+}
+
+// releaseCM destroys the CM id and its channel, once.
+func (c *Conn) releaseCM() error {
+	if c.ch == nil {
+		return nil
+	}
+	var errs []error
+	if c.hasID {
+		if _, err := c.ch.DestroyID(c.id); err != nil && !errors.Is(err, uverbs.ErrClosed) {
+			errs = append(errs, err)
+		}
+		c.hasID = false
+	}
+	if err := c.ch.Close(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

@@ -67,9 +67,23 @@ func Dial(ctx context.Context, address string, o Options) (*Conn, error) {
 	return c, nil
 }
 
-// dialID creates the id on a channel of its own, resolves dst and its
-// route and builds the QP (in RESET) on the device the route uses.
-func dialID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.PortSpace, typ qp.Type) (_ *Conn, err error) {
+// dialID resolves dst and its route (resolveID) and builds the QP (in
+// RESET) on the device the route uses.
+func dialID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.PortSpace, typ qp.Type) (*Conn, error) {
+	c, err := resolveID(ctx, dst, o, ps, typ)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.build(o, typ); err != nil {
+		c.release()
+		return nil, err
+	}
+	return c, nil
+}
+
+// resolveID creates the id on a channel of its own, resolves dst and its
+// route, and takes a hold of the device the route uses.
+func resolveID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.PortSpace, typ qp.Type) (_ *Conn, err error) {
 	addr := dst.String()
 	maxData := MaxPrivateDataREQ
 	if ps == uverbs.PortSpaceUDP {
@@ -119,18 +133,17 @@ func dialID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.PortS
 	if c.dev, err = devices.acquire(info.NodeGUID); err != nil {
 		return nil, wrapStep("dial", addr, err)
 	}
-	if err := c.build(o, typ); err != nil {
-		return nil, err
-	}
 	return c, nil
 }
 
 // connectRC runs the active side of an RC connect on a resolved id whose
-// QP is in RESET.
+// QP is in RESET or INIT.
 func (c *Conn) connectRC(ctx context.Context, o *Options) error {
 	addr := c.remote.String()
-	if err := toStateFromCM(c.ch, c.id, c.q, qp.StateInit, nil); err != nil {
-		return err
+	if c.q.State() == qp.StateReset {
+		if err := toStateFromCM(c.ch, c.id, c.q, qp.StateInit, nil); err != nil {
+			return err
+		}
 	}
 	if o.Setup != nil {
 		if err := o.Setup(c); err != nil {

@@ -25,7 +25,10 @@
 // the request (its private data, the peer's addresses and parameters) and
 // the device context it arrived on; Request.AcceptQP then takes that QP
 // through INIT, RTR and RTS and accepts, or Request.Reject refuses with
-// private data.
+// private data. On the active side Resolve returns a Route (address and
+// route resolved, the device context it leaves from); Route.ConnectQP
+// connects the caller's QP built there, with librdmacm's transitions for it
+// (rdma_init_qp_attr, rdma_establish).
 //
 // Every blocking step takes a context and stops when it is done. A
 // rejected connect is a *RejectError with the reason and the peer's

@@ -60,6 +60,10 @@ func Example() {
 	if err := <-done; err != nil {
 		log.Fatal(err)
 	}
+	// Output:
+	// request from 10.99.0.2 with "hello"
+	// server said "welcome"
+	// received "ping"
 }
 
 // serve takes one request, accepts it with a receive posted, and waits for
@@ -101,6 +105,90 @@ func serve(ctx context.Context, l *rdmacm.Listener) error {
 			return nil
 		}
 	}
+}
+
+// The two-phase dial, for clients that build their own queue pairs (as
+// rping -q and perftest -q N -R do): Resolve each connection's route, build
+// the QPs on the Route's device context (here two QPs sharing a PD and a
+// CQ: routes to one device share one context), and ConnectQP each.
+func ExampleResolve() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := rdmacm.Listen(ctx, "10.99.0.1:7472", rdmacm.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan *rdmacm.Conn, 2)
+	go func() {
+		defer close(accepted)
+		for range 2 {
+			c, err := l.Accept(ctx)
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+
+	var routes []*rdmacm.Route
+	for range 2 {
+		rt, err := rdmacm.Resolve(ctx, "10.99.0.1:7472", rdmacm.Options{Source: netip.MustParseAddr("10.99.0.2")})
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer rt.Close() // a no-op once connected
+		routes = append(routes, rt)
+	}
+	dev := routes[0].Context()
+	fmt.Println("one context:", routes[1].Context() == dev)
+	pd, err := dev.AllocPD()
+	if err != nil {
+		log.Fatal(err)
+	}
+	shared, err := cq.New(dev, 64, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var qps []*qp.QP
+	var conns []*rdmacm.Conn
+	for i, rt := range routes {
+		q, err := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: shared, RecvCQ: shared,
+			Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		if err != nil {
+			log.Fatal(err)
+		}
+		qps = append(qps, q)
+		c, err := rt.ConnectQP(ctx, q, rdmacm.Options{PrivateData: []byte{byte('A' + i)}})
+		if err != nil {
+			log.Fatal(err)
+		}
+		conns = append(conns, c)
+		fmt.Println("QP", i, q.State())
+	}
+	for c := range accepted {
+		fmt.Printf("accepted %q\n", c.PrivateData()[:1])
+		c.Close()
+	}
+	// What is the caller's goes after the disconnect and before the
+	// Conn's Close, which may close the device context.
+	for _, c := range conns {
+		c.Disconnect()
+	}
+	for _, q := range qps {
+		q.Close()
+	}
+	shared.Close()
+	pd.Close()
+	for _, c := range conns {
+		c.Close()
+	}
+	// Output:
+	// one context: true
+	// QP 0 RTS
+	// QP 1 RTS
+	// accepted "A"
+	// accepted "B"
 }
 
 // A refused connect is a *RejectError: the reason, the peer's private

@@ -277,7 +277,9 @@ func (r *Request) reject(privateData []byte, forget bool) error {
 // the QP to INIT (rdma_create_qp), runs o.Setup, then RTR and RTS with the
 // CM's attributes and accepts (rdma_accept), and waits for ESTABLISHED
 // (the requester's RTU). On failure the request is rejected and everything
-// built released.
+// built released; when the failure comes after the accept went out (ctx
+// done before the RTU), the release finishes in the background once the
+// kernel lets go of the id, so Accept still returns at once.
 func (r *Request) Accept(ctx context.Context, o Options) (*Conn, error) {
 	return r.accept(ctx, &o, nil)
 }
@@ -315,6 +317,14 @@ func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (_ *Conn, er
 				c.q.ToError()
 			}
 			c.ch.Reject(c.id, 0, nil)
+			if c.connected {
+				// The REP is out: the kernel's DESTROY_ID waits until
+				// the REP's retries end (about a minute on 6.1 and 6.12;
+				// TestCMAcceptDeadline), so the release goes on in
+				// the background and ctx is honoured.
+				go c.release()
+				return
+			}
 			c.release()
 		}
 	}()

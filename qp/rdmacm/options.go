@@ -46,7 +46,10 @@ type Options struct {
 	// RNRRetryCount is the RNR retry count (0..7); 0 means 7 (retry for
 	// ever, the receiver's posting is the flow control).
 	RNRRetryCount uint8
-	// Backlog is Listen's backlog; 0 means the kernel's maximum
+	// Backlog is Listen's backlog: how many connection requests the
+	// kernel holds that Request has not read. A REQ beyond it is dropped
+	// without a REJ, and the requester's CM sends it again after its
+	// timeout (TestCMListenBacklog). 0 means the kernel's maximum
 	// (net.rdma_ucm.max_backlog, 1024 by default).
 	Backlog int
 	// Setup, if set, runs when the connection's QP is in INIT and nothing

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -70,5 +71,31 @@ func TestOptionDefaults(t *testing.T) {
 	o = Options{RetryCount: 7, RNRRetryCount: 3}
 	if o.retry() != 7 || o.rnr() != 3 {
 		t.Errorf("set retry %d rnr %d", o.retry(), o.rnr())
+	}
+}
+
+// A Route's misuse fails without reaching the kernel: too much private
+// data (in Resolve and in ConnectQP), a nil QP, a second connect, a
+// connect after Close; Close is idempotent.
+func TestRouteMisuse(t *testing.T) {
+	ctx := context.Background()
+	if _, err := Resolve(ctx, "10.99.0.1:1", Options{PrivateData: make([]byte, MaxPrivateDataREQ+1)}); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("Resolve with 57 bytes: %v, want EINVAL", err)
+	}
+	r := &Route{c: &Conn{}}
+	if _, err := r.ConnectQP(ctx, nil, Options{}); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("ConnectQP(nil): %v, want EINVAL", err)
+	}
+	if _, err := r.ConnectQP(ctx, new(qp.QP), Options{PrivateData: make([]byte, MaxPrivateDataREQ+1)}); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("ConnectQP with 57 bytes: %v, want EINVAL", err)
+	}
+	if err := r.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if _, err := r.ConnectQP(ctx, new(qp.QP), Options{}); !errors.Is(err, ErrClosed) {
+		t.Errorf("ConnectQP after Close: %v, want ErrClosed", err)
+	}
+	if err := r.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
 	}
 }

@@ -13,8 +13,7 @@
 // it read, and answers again. With -V the client checks that the two
 // buffers match; with -v each end prints the data. -C 0 (the default) pings
 // until killed. -q makes the server build its own QP and hand it to the CM
-// (rdma_init_qp_attr-driven transitions; the Go client always lets the
-// library build it).
+// (rdma_init_qp_attr-driven transitions), on either side.
 package main
 
 import (
@@ -22,7 +21,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -30,11 +28,13 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/qp/rdmacm"
+	"github.com/pureverbs/pureverbs/tools/internal/getopt"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -60,27 +60,49 @@ type options struct {
 	selfQP         bool
 }
 
-func parseOptions(args []string, stderr io.Writer) (*options, error) {
-	o := &options{}
-	fs := flag.NewFlagSet("rping", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.BoolVar(&o.server, "s", false, "server side")
-	fs.BoolVar(&o.client, "c", false, "client side")
-	fs.StringVar(&o.addr, "a", "", "address")
-	fs.StringVar(&o.source, "I", "", "source address to bind to for client")
-	fs.IntVar(&o.port, "p", defaultPort, "port")
-	fs.IntVar(&o.size, "S", defaultSize, "ping data size")
-	fs.IntVar(&o.count, "C", 0, "ping count times (0: forever)")
-	fs.BoolVar(&o.verbose, "v", false, "display ping data to stdout")
-	fs.BoolVar(&o.validate, "V", false, "validate ping data")
-	fs.BoolVar(&o.debug, "d", false, "debug printfs")
-	fs.BoolVar(&o.selfQP, "q", false, "use self-created, self-modified QP")
-	if err := fs.Parse(args); err != nil {
+// optionSpecs are rping's getopt letters (rping.c: "a:I:p:C:S:scvVdq" of
+// its set); options bundle and take attached arguments (-vV, -S65535).
+var optionSpecs = []getopt.Spec{
+	{Short: 's'}, {Short: 'c'}, {Short: 'v'}, {Short: 'V'}, {Short: 'd'}, {Short: 'q'},
+	{Short: 'a', Arg: true}, {Short: 'I', Arg: true}, {Short: 'p', Arg: true},
+	{Short: 'C', Arg: true}, {Short: 'S', Arg: true},
+}
+
+func parseOptions(args []string) (*options, error) {
+	o := &options{port: defaultPort, size: defaultSize}
+	vals, operands, err := getopt.Parse(optionSpecs, args)
+	if err != nil {
 		return nil, err
 	}
+	for _, v := range vals {
+		switch v.Short {
+		case 's':
+			o.server = true
+		case 'c':
+			o.client = true
+		case 'v':
+			o.verbose = true
+		case 'V':
+			o.validate = true
+		case 'd':
+			o.debug = true
+		case 'q':
+			o.selfQP = true
+		case 'a':
+			o.addr = v.Arg
+		case 'I':
+			o.source = v.Arg
+		case 'p':
+			o.port = atoi(v.Arg)
+		case 'C':
+			o.count = atoi(v.Arg)
+		case 'S':
+			o.size = atoi(v.Arg)
+		}
+	}
 	switch {
-	case fs.NArg() != 0:
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case len(operands) != 0:
+		return nil, fmt.Errorf("unexpected argument %q", operands[0])
 	case o.server == o.client:
 		return nil, errors.New("choose one of -s (server) and -c (client)")
 	case o.client && o.addr == "":
@@ -95,12 +117,31 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	return o, nil
 }
 
+// atoi reads a number as C's atoi does: leading blanks, a sign and the
+// digits that follow; anything else ends it, and no digits (or too many)
+// are 0.
+func atoi(s string) int {
+	s = strings.TrimLeft(s, " \t\n\v\f\r")
+	end := 0
+	if end < len(s) && (s[end] == '-' || s[end] == '+') {
+		end++
+	}
+	for end < len(s) && s[end] >= '0' && s[end] <= '9' {
+		end++
+	}
+	n, err := strconv.Atoi(s[:end])
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	o, err := parseOptions(args, stderr)
+	o, err := parseOptions(args)
 	if err != nil {
 		fmt.Fprintln(stderr, "rping:", err)
 		return 1
@@ -125,13 +166,14 @@ type rping struct {
 	o        *options
 	out, log io.Writer
 
-	c   *rdmacm.Conn
-	q   *qp.QP
-	cq  *cq.CQ
-	buf *uverbs.Buffer // recv info | send info | rdma buffer | start buffer
-	mr  *uverbs.MR
-	wc  [8]cq.WC
-	own []io.Closer // -q: the server's own QP, CQ, channel and PD, in closing order
+	c     *rdmacm.Conn
+	q     *qp.QP
+	cq    *cq.CQ
+	buf   *uverbs.Buffer // recv info | send info | rdma buffer | start buffer
+	mr    *uverbs.MR
+	wc    [8]cq.WC
+	own   []io.Closer // -q: rping's own QP, CQ, channel and PD, in closing order
+	ownPD *uverbs.PD
 }
 
 // Offsets in the one buffer; both data buffers are -S bytes.
@@ -336,21 +378,104 @@ func (r *rping) dial(ctx context.Context) error {
 		}
 		o.Source = src
 	}
-	c, err := rdmacm.Dial(ctx, hostPort(r.o.addr, r.o.port), o)
+	var c *rdmacm.Conn
+	var err error
+	if r.o.selfQP {
+		c, err = r.dialOwnQP(ctx, o)
+	} else {
+		c, err = rdmacm.Dial(ctx, hostPort(r.o.addr, r.o.port), o)
+		if err != nil {
+			r.release()
+		}
+	}
 	if err != nil {
-		r.release()
 		return err
 	}
 	defer c.Close()
+	defer r.closeOwn(c)
 	defer r.release()
 	r.debugf("rdma_connect successful\n")
 	r.watch(ctx)
 	err = r.client(ctx)
 	if errors.Is(err, errDisconnected) {
+		r.debugf("a completion flushed: the connection ended\n")
 		err = nil
 	}
 	r.debugf("rping client done\n")
 	return err
+}
+
+// dialOwnQP is the client's -q: resolve, build rping's own PD, CQ and QP
+// on the route's device, and let the CM drive only the transitions
+// (rdma_init_qp_attr, rdma_establish).
+func (r *rping) dialOwnQP(ctx context.Context, o rdmacm.Options) (*rdmacm.Conn, error) {
+	rt, err := rdmacm.Resolve(ctx, hostPort(r.o.addr, r.o.port), o)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.buildOwnQP(rt.Context()); err != nil {
+		rt.Close()
+		return nil, err
+	}
+	o.Setup = func(c *rdmacm.Conn) error {
+		r.c = c
+		return r.buffers(r.ownPD)
+	}
+	c, err := rt.ConnectQP(ctx, r.q, o)
+	if err != nil {
+		r.release()
+		r.closeOwn(nil)
+		rt.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// buildOwnQP makes -q's PD, completion channel, CQ and QP (in RESET) on
+// dev; closeOwn closes them.
+func (r *rping) buildOwnQP(dev *uverbs.Context) error {
+	pd, err := dev.AllocPD()
+	if err != nil {
+		return err
+	}
+	r.ownPD = pd
+	r.own = []io.Closer{pd}
+	ch, err := cq.NewChannel(dev)
+	if err != nil {
+		r.closeOwn(nil)
+		return err
+	}
+	r.own = append([]io.Closer{ch}, r.own...)
+	ccq, err := cq.New(dev, 2*sqDepth, ch)
+	if err != nil {
+		r.closeOwn(nil)
+		return err
+	}
+	r.own = append([]io.Closer{ccq}, r.own...)
+	q, err := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: ccq, RecvCQ: ccq, Cap: qp.Cap{MaxSendWR: sqDepth, MaxRecvWR: rqDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		r.closeOwn(nil)
+		return err
+	}
+	r.own = append([]io.Closer{q}, r.own...)
+	r.q, r.cq = q, ccq
+	return nil
+}
+
+// closeOwn closes what buildOwnQP made, QP first; with a connection, it
+// disconnects first (the QP goes before the Conn's Close). Nothing without
+// -q.
+func (r *rping) closeOwn(c *rdmacm.Conn) {
+	if len(r.own) == 0 {
+		return
+	}
+	if c != nil {
+		c.Disconnect()
+	}
+	for _, x := range r.own {
+		x.Close()
+	}
+	r.own, r.ownPD = nil, nil
 }
 
 // fill is the client's ping pattern (rping_test_client).
@@ -436,18 +561,12 @@ func (r *rping) serve(ctx context.Context) error {
 	// disconnect and what rping built, then the connection, whose Close
 	// may close the device context with it.
 	defer c.Close()
-	defer func() {
-		if len(r.own) > 0 {
-			c.Disconnect()
-		}
-		for _, x := range r.own {
-			x.Close()
-		}
-	}()
+	defer r.closeOwn(c)
 	defer r.release()
 	r.watch(ctx)
 	err = r.serveLoop(ctx)
 	if errors.Is(err, errDisconnected) {
+		r.debugf("a completion flushed: the connection ended\n")
 		err = nil
 	}
 	return err
@@ -456,48 +575,21 @@ func (r *rping) serve(ctx context.Context) error {
 // acceptOwnQP is -q: the QP, its CQ and PD are rping's, the CM only drives
 // the transitions.
 func (r *rping) acceptOwnQP(ctx context.Context, req *rdmacm.Request) (*rdmacm.Conn, error) {
-	dev := req.Context()
-	pd, err := dev.AllocPD()
-	if err != nil {
-		req.Reject(nil)
-		return nil, err
-	}
-	ch, err := cq.NewChannel(dev)
-	if err != nil {
-		pd.Close()
-		req.Reject(nil)
-		return nil, err
-	}
-	ccq, err := cq.New(dev, 2*sqDepth, ch)
-	if err != nil {
-		ch.Close()
-		pd.Close()
-		req.Reject(nil)
-		return nil, err
-	}
-	q, err := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: ccq, RecvCQ: ccq, Cap: qp.Cap{MaxSendWR: sqDepth, MaxRecvWR: rqDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
-	if err != nil {
-		ccq.Close()
-		ch.Close()
-		pd.Close()
+	if err := r.buildOwnQP(req.Context()); err != nil {
 		req.Reject(nil)
 		return nil, err
 	}
 	o := r.options(nil)
 	o.Setup = func(c *rdmacm.Conn) error {
-		r.c, r.q, r.cq = c, q, ccq
-		return r.buffers(pd)
+		r.c = c
+		return r.buffers(r.ownPD)
 	}
-	c, err := req.AcceptQP(ctx, q, o)
+	c, err := req.AcceptQP(ctx, r.q, o)
 	if err != nil {
 		r.release()
-		q.Close()
-		ccq.Close()
-		ch.Close()
-		pd.Close()
+		r.closeOwn(nil)
 		return nil, err
 	}
-	r.own = []io.Closer{q, ccq, ch, pd}
 	return c, nil
 }
 
