@@ -32,7 +32,10 @@ var (
 	perftestLatRow = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+|-?nan)\s+([\d.]+)\s+([\d.]+)\s*$`)
 	// perftestTarget is the Go tool's PERFTEST_TARGET=1 line.
 	perftestTarget = regexp.MustCompile(`perftest: target window (\d+): (\d+) of (\d+) bytes non-zero, 8-byte words sum to (\d+)`)
-	perftestPort   atomic.Int32
+	// perftestMallocs is the Go tool's PERFTEST_MALLOCS=1 line, one per
+	// measured loop.
+	perftestMallocs = regexp.MustCompile(`perftest: (\d+) heap allocations in the measured loop`)
+	perftestPort    atomic.Int32
 )
 
 // perftestEnd is one end of a perftest run: the Go tool or the C one.
@@ -160,6 +163,22 @@ func checkRow(t *testing.T, who, out string, lat bool, size, iters int) []float6
 	return f
 }
 
+// goRunsLoop says whether the Go end of c runs a measured loop: every end
+// does except the half-duplex RDMA BW server and the read/atomic latency
+// server, which only wait for the client.
+func goRunsLoop(c perftestCase, goServer bool) bool {
+	if !goServer {
+		return true
+	}
+	switch c.tool {
+	case "ib_write_bw", "ib_read_bw", "ib_atomic_bw":
+		return slices.Contains(c.args, "-b")
+	case "ib_read_lat", "ib_atomic_lat":
+		return false
+	}
+	return true
+}
+
 type perftestCase struct {
 	tool string
 	args []string
@@ -174,19 +193,23 @@ type perftestCase struct {
 	target func(t *testing.T, sum uint64, nonzero, size int)
 }
 
+// faaSum checks that the C client's fetch-and-adds (+1 each) in the Go
+// server's window sum to want.
+func faaSum(want uint64) func(*testing.T, uint64, int, int) {
+	return func(t *testing.T, sum uint64, _, _ int) {
+		if sum != want {
+			t.Fatalf("the C client's fetch-and-adds sum to %d in Go's window, want %d", sum, want)
+		}
+	}
+}
+
 // The Go perftest against Debian's perftest 4.5, both directions, every
 // test once with small counts; the C peer's result row is the proof that
 // data moved, and for write and atomic the Go server's target window holds
 // what the C client put there.
 func TestPerftestInterop(t *testing.T) {
 	const n = 200
-	faa := func(want uint64) func(*testing.T, uint64, int, int) {
-		return func(t *testing.T, sum uint64, _, _ int) {
-			if sum != want {
-				t.Fatalf("the C client's fetch-and-adds sum to %d in Go's window, want %d", sum, want)
-			}
-		}
-	}
+	faa := faaSum
 	written := func(t *testing.T, _ uint64, nonzero, size int) {
 		if nonzero < size*9/10 {
 			t.Fatalf("the C client's writes left only %d non-zero bytes of %d in Go's window", nonzero, size)
@@ -262,7 +285,11 @@ func runPerftestCase(t *testing.T, c perftestCase, goServer bool) {
 	if !readLatServer || !goServer {
 		checkRow(t, "the Go end", goOut, c.lat, c.size, c.iters)
 	}
-	for _, m := range regexp.MustCompile(`perftest: (\d+) heap allocations in the measured loop`).FindAllStringSubmatch(goOut, -1) {
+	allocs := perftestMallocs.FindAllStringSubmatch(goOut, -1)
+	if len(allocs) == 0 && goRunsLoop(c, goServer) {
+		t.Fatalf("the Go end ran a measured loop but reported no allocation count (PERFTEST_MALLOCS=1):\n%s", goOut)
+	}
+	for _, m := range allocs {
 		if m[1] != "0" {
 			t.Fatalf("the Go end's measured loop allocated: %s\n%s", m[0], goOut)
 		}
@@ -311,6 +338,9 @@ func TestPerftestInteropRDMACM(t *testing.T) {
 		{tool: "ib_read_bw", args: []string{"-R", "-s", "4096", "-n", "200"}, cliExtra: src, size: 4096, iters: 200},
 		{tool: "ib_send_lat", args: []string{"-R", "-n", "200"}, cliExtra: src, size: 2, iters: 200, lat: true},
 		{tool: "ib_write_lat", args: []string{"-R", "-n", "200"}, cliExtra: src, size: 2, iters: 200, lat: true},
+		{tool: "ib_read_lat", args: []string{"-R", "-n", "200"}, cliExtra: src, size: 2, iters: 200, lat: true},
+		{tool: "ib_atomic_bw", args: []string{"-R", "-A", "FETCH_AND_ADD", "-n", "200"}, cliExtra: src, size: 8, iters: 200, target: faaSum(200)},
+		{tool: "ib_atomic_lat", args: []string{"-R", "-n", "200"}, cliExtra: src, size: 8, iters: 200, lat: true, target: faaSum(200)},
 	})
 }
 
