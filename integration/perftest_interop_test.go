@@ -203,6 +203,17 @@ func faaSum(want uint64) func(*testing.T, uint64, int, int) {
 	}
 }
 
+// lastCounter checks ib_write_lat's target: the C client's 2-byte writes
+// end with their counter (1, 2, …), so the window's first word holds the
+// last one, iters, in its second byte, and nothing else was written.
+func lastCounter(iters int) func(*testing.T, uint64, int, int) {
+	return func(t *testing.T, sum uint64, nonzero, _ int) {
+		if sum>>8 != uint64(iters&0xff) || nonzero > 2 {
+			t.Fatalf("the C client's last write left %#x (%d bytes non-zero) in Go's window, want its counter %d in byte 1", sum, nonzero, iters)
+		}
+	}
+}
+
 // The Go perftest against Debian's perftest 4.5, both directions, every
 // test once with small counts; the C peer's result row is the proof that
 // data moved, and for write and atomic the Go server's target window holds
@@ -222,7 +233,7 @@ func TestPerftestInterop(t *testing.T) {
 		{tool: "ib_atomic_bw", args: []string{"-A", "FETCH_AND_ADD", "-n", "200"}, size: 8, iters: n, target: faa(n)},
 		{tool: "ib_atomic_bw", args: []string{"-A", "CMP_AND_SWAP", "-n", "200"}, size: 8, iters: n, target: faa(0)},
 		{tool: "ib_send_lat", args: []string{"-n", "200"}, size: 2, iters: n, lat: true},
-		{tool: "ib_write_lat", args: []string{"-n", "200"}, size: 2, iters: n, lat: true},
+		{tool: "ib_write_lat", args: []string{"-n", "200"}, size: 2, iters: n, lat: true, target: lastCounter(n)},
 		{tool: "ib_read_lat", args: []string{"-n", "200"}, size: 2, iters: n, lat: true},
 		{tool: "ib_atomic_lat", args: []string{"-n", "200"}, size: 8, iters: n, lat: true, target: faa(n)},
 	}
@@ -320,6 +331,8 @@ func TestPerftestInteropAll(t *testing.T) {
 		{tool: "ib_write_bw", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5},
 		{tool: "ib_send_lat", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5, lat: true},
 		{tool: "ib_write_lat", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5, lat: true},
+		{tool: "ib_read_bw", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5},
+		{tool: "ib_read_lat", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5, lat: true},
 		// -a over UD: every size up to the MTU (1024 on the veths); about
 		// 25 s per pair under TCG.
 		{tool: "ib_send_bw", args: []string{"-a", "-c", "UD", "-n", "5"}, size: 1024, iters: 5},
@@ -345,7 +358,8 @@ func TestPerftestInteropRDMACM(t *testing.T) {
 }
 
 // TestPerftestInteropOptions runs the exchange's other paths both ways:
-// -b, -q, -D, -e, -o, UC, UD, post lists, Gb/s.
+// -b, -q, -D, -e, -o, UC, UD, post lists, Gb/s; for read and atomics -b,
+// -q, -o, -e and compare-and-swap latency.
 func TestPerftestInteropOptions(t *testing.T) {
 	runPerftestCases(t, []perftestCase{
 		{tool: "ib_send_bw", args: []string{"-b", "-s", "1024", "-n", "100"}, size: 1024, iters: 100},
@@ -363,6 +377,18 @@ func TestPerftestInteropOptions(t *testing.T) {
 		// it upstream with two channels (commit 2209cf8, in 25.01).
 		{tool: "ib_send_lat", args: []string{"-n", "100"}, goExtra: []string{"-e"}, size: 2, iters: 100, lat: true},
 		{tool: "ib_read_bw", args: []string{"-o", "4", "-s", "1024", "-n", "100"}, size: 1024, iters: 100},
+		{tool: "ib_read_bw", args: []string{"-b", "-s", "1024", "-n", "100"}, size: 1024, iters: 100},
+		{tool: "ib_read_bw", args: []string{"-q", "2", "-s", "1024", "-n", "100"}, size: 1024, iters: 200},
+		{tool: "ib_read_bw", args: []string{"-e", "-s", "1024", "-n", "100"}, size: 1024, iters: 100},
+		{tool: "ib_read_lat", args: []string{"-e", "-n", "100"}, size: 2, iters: 100, lat: true},
+		{tool: "ib_atomic_bw", args: []string{"-b", "-n", "100"}, size: 8, iters: 100},
+		// Window 0 gets QP 0's 100 adds.
+		{tool: "ib_atomic_bw", args: []string{"-q", "2", "-n", "100"}, size: 8, iters: 200, target: faaSum(100)},
+		{tool: "ib_atomic_bw", args: []string{"-o", "2", "-n", "100"}, size: 8, iters: 100, target: faaSum(100)},
+		{tool: "ib_atomic_bw", args: []string{"-e", "-n", "100"}, size: 8, iters: 100, target: faaSum(100)},
+		{tool: "ib_atomic_lat", args: []string{"-e", "-n", "100"}, size: 8, iters: 100, lat: true, target: faaSum(100)},
+		// Compare 0, swap 0: the zeroed window stays zero.
+		{tool: "ib_atomic_lat", args: []string{"-A", "CMP_AND_SWAP", "-n", "100"}, size: 8, iters: 100, lat: true, target: faaSum(0)},
 		{tool: "ib_send_bw", args: []string{"-c", "UC", "-s", "1024", "-n", "100"}, size: 1024, iters: 100},
 		{tool: "ib_write_lat", args: []string{"-c", "UC", "-n", "100"}, size: 2, iters: 100, lat: true},
 		{tool: "ib_send_bw", args: []string{"-c", "UD", "-s", "512", "-n", "100"}, size: 512, iters: 100},
