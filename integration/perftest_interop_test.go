@@ -342,7 +342,7 @@ func TestPerftestInteropAll(t *testing.T) {
 
 // TestPerftestInteropRDMACM runs -R both ways: the exchange over an RDMA
 // CM connection (SENDs of perftest's binary records), then a second CM
-// connection on the same port for the test QP.
+// connection on the same port for the test QP (for UD a SIDR exchange).
 func TestPerftestInteropRDMACM(t *testing.T) {
 	src := []string{"--source_ip", "10.99.0.2"}
 	runPerftestCases(t, []perftestCase{
@@ -354,6 +354,11 @@ func TestPerftestInteropRDMACM(t *testing.T) {
 		{tool: "ib_read_lat", args: []string{"-R", "-n", "200"}, cliExtra: src, size: 2, iters: 200, lat: true},
 		{tool: "ib_atomic_bw", args: []string{"-R", "-A", "FETCH_AND_ADD", "-n", "200"}, cliExtra: src, size: 8, iters: 200, target: faaSum(200)},
 		{tool: "ib_atomic_lat", args: []string{"-R", "-n", "200"}, cliExtra: src, size: 8, iters: 200, lat: true, target: faaSum(200)},
+		// UD over RDMA CM's UDP port space (SIDR); latency and -b add the
+		// client's SEND_WITH_IMM of its QPN.
+		{tool: "ib_send_bw", args: []string{"-R", "-c", "UD", "-s", "512", "-n", "200"}, cliExtra: src, size: 512, iters: 200},
+		{tool: "ib_send_bw", args: []string{"-R", "-b", "-c", "UD", "-s", "512", "-n", "200"}, cliExtra: src, size: 512, iters: 200},
+		{tool: "ib_send_lat", args: []string{"-R", "-c", "UD", "-s", "64", "-n", "200"}, cliExtra: src, size: 64, iters: 200, lat: true},
 	})
 }
 
