@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,8 +91,8 @@ func benchPerftestRun(t *testing.T, r perftestBenchRow, goEnd, goIsServer bool) 
 // each row at 64 B, 4 KiB and 64 KiB (atomics: 8 B), in one boot: five
 // rounds, and in each the Go and the C end take turns (the order
 // alternating between rounds) against the same C peer — Go client and C
-// client each against a C server (test=<name>), and Go server and C server
-// each against a C client (test=<name>:server). It prints the medians as a
+// client each against a C server (end=client), and Go server and C server
+// each against a C client (end=server). It prints the medians as a
 // table and one PERFTEST-RATIO line per row. Only with RXEVM_BENCH=1
 // (make bench-perftest, make bench-vm).
 func TestPerftestBench(t *testing.T) {
@@ -142,15 +143,18 @@ func perftestBenchTable(rows []perftestBenchRow, cells [][2]benchCell, rounds in
 			if r.lat {
 				metric, unit = "lat", "usec"
 			}
-			name := r.tool
-			if role == "server" {
-				name += ":server"
-			}
 			fmt.Fprintf(&table, "| %s | %s | %d | %s %s | %.2f | %.2f | %.2f | %v | %v |\n", r.tool, role, r.size, metric, unit, g, cm, g/cm, c.goV, c.cV)
-			fmt.Fprintf(&lines, "PERFTEST-RATIO test=%s size=%d metric=%s go=%.2f c=%.2f ratio=%.3f\n", name, r.size, metric, g, cm, g/cm)
+			fmt.Fprint(&lines, perftestRatioLine(r.tool, r.size, metric, g, cm, role))
 		}
 	}
 	return table.String(), lines.String()
+}
+
+// perftestRatioLine is one PERFTEST-RATIO line: the issue's exact form,
+// test=<name> the bare test name, then the end Go played (client or
+// server) as an extra field after ratio=.
+func perftestRatioLine(tool string, size int, metric string, goV, cV float64, end string) string {
+	return fmt.Sprintf("PERFTEST-RATIO test=%s size=%d metric=%s go=%.2f c=%.2f ratio=%.3f end=%s\n", tool, size, metric, goV, cV, goV/cV, end)
 }
 
 // benchCell holds one row's figures, Go's and C's, round by round.
@@ -206,4 +210,21 @@ func medianFinite(xs []float64) float64 {
 		return math.NaN()
 	}
 	return median(ok)
+}
+
+// The PERFTEST-RATIO lines parse as the issue spells them, test=<name>
+// being the bare test name for both ends Go plays (seen failing with the
+// server rows' old test=<name>:server).
+func TestPerftestRatioLine(t *testing.T) {
+	form := regexp.MustCompile(`^PERFTEST-RATIO test=(ib_(?:send|write|read|atomic)_(?:bw|lat)) size=(\d+) metric=(bw|lat) go=([\d.]+) c=([\d.]+) ratio=([\d.]+)(?: end=(client|server))?\n$`)
+	for _, end := range []string{"client", "server"} {
+		l := perftestRatioLine("ib_send_bw", 4096, "bw", 812.5, 800, end)
+		m := form.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("%q does not parse", l)
+		}
+		if m[1] != "ib_send_bw" || m[2] != "4096" || m[3] != "bw" || m[6] != "1.016" || m[7] != end {
+			t.Fatalf("%q parsed as %q", l, m[1:])
+		}
+	}
 }

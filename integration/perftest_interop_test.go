@@ -32,7 +32,10 @@ var (
 	perftestLatRow = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+|-?nan)\s+([\d.]+)\s+([\d.]+)\s*$`)
 	// perftestTarget is the Go tool's PERFTEST_TARGET=1 line.
 	perftestTarget = regexp.MustCompile(`perftest: target window (\d+): (\d+) of (\d+) bytes non-zero, 8-byte words sum to (\d+)`)
-	perftestPort   atomic.Int32
+	// perftestMallocs is the Go tool's PERFTEST_MALLOCS=1 line, one per
+	// measured loop.
+	perftestMallocs = regexp.MustCompile(`perftest: (\d+) heap allocations in the measured loop`)
+	perftestPort    atomic.Int32
 )
 
 // perftestEnd is one end of a perftest run: the Go tool or the C one.
@@ -160,6 +163,22 @@ func checkRow(t *testing.T, who, out string, lat bool, size, iters int) []float6
 	return f
 }
 
+// goRunsLoop says whether the Go end of c runs a measured loop: every end
+// does except the half-duplex RDMA BW server and the read/atomic latency
+// server, which only wait for the client.
+func goRunsLoop(c perftestCase, goServer bool) bool {
+	if !goServer {
+		return true
+	}
+	switch c.tool {
+	case "ib_write_bw", "ib_read_bw", "ib_atomic_bw":
+		return slices.Contains(c.args, "-b")
+	case "ib_read_lat", "ib_atomic_lat":
+		return false
+	}
+	return true
+}
+
 type perftestCase struct {
 	tool string
 	args []string
@@ -174,19 +193,34 @@ type perftestCase struct {
 	target func(t *testing.T, sum uint64, nonzero, size int)
 }
 
+// faaSum checks that the C client's fetch-and-adds (+1 each) in the Go
+// server's window sum to want.
+func faaSum(want uint64) func(*testing.T, uint64, int, int) {
+	return func(t *testing.T, sum uint64, _, _ int) {
+		if sum != want {
+			t.Fatalf("the C client's fetch-and-adds sum to %d in Go's window, want %d", sum, want)
+		}
+	}
+}
+
+// lastCounter checks ib_write_lat's target: the C client's 2-byte writes
+// end with their counter (1, 2, …), so the window's first word holds the
+// last one, iters, in its second byte, and nothing else was written.
+func lastCounter(iters int) func(*testing.T, uint64, int, int) {
+	return func(t *testing.T, sum uint64, nonzero, _ int) {
+		if sum>>8 != uint64(iters&0xff) || nonzero > 2 {
+			t.Fatalf("the C client's last write left %#x (%d bytes non-zero) in Go's window, want its counter %d in byte 1", sum, nonzero, iters)
+		}
+	}
+}
+
 // The Go perftest against Debian's perftest 4.5, both directions, every
 // test once with small counts; the C peer's result row is the proof that
 // data moved, and for write and atomic the Go server's target window holds
 // what the C client put there.
 func TestPerftestInterop(t *testing.T) {
 	const n = 200
-	faa := func(want uint64) func(*testing.T, uint64, int, int) {
-		return func(t *testing.T, sum uint64, _, _ int) {
-			if sum != want {
-				t.Fatalf("the C client's fetch-and-adds sum to %d in Go's window, want %d", sum, want)
-			}
-		}
-	}
+	faa := faaSum
 	written := func(t *testing.T, _ uint64, nonzero, size int) {
 		if nonzero < size*9/10 {
 			t.Fatalf("the C client's writes left only %d non-zero bytes of %d in Go's window", nonzero, size)
@@ -199,7 +233,7 @@ func TestPerftestInterop(t *testing.T) {
 		{tool: "ib_atomic_bw", args: []string{"-A", "FETCH_AND_ADD", "-n", "200"}, size: 8, iters: n, target: faa(n)},
 		{tool: "ib_atomic_bw", args: []string{"-A", "CMP_AND_SWAP", "-n", "200"}, size: 8, iters: n, target: faa(0)},
 		{tool: "ib_send_lat", args: []string{"-n", "200"}, size: 2, iters: n, lat: true},
-		{tool: "ib_write_lat", args: []string{"-n", "200"}, size: 2, iters: n, lat: true},
+		{tool: "ib_write_lat", args: []string{"-n", "200"}, size: 2, iters: n, lat: true, target: lastCounter(n)},
 		{tool: "ib_read_lat", args: []string{"-n", "200"}, size: 2, iters: n, lat: true},
 		{tool: "ib_atomic_lat", args: []string{"-n", "200"}, size: 8, iters: n, lat: true, target: faa(n)},
 	}
@@ -262,7 +296,11 @@ func runPerftestCase(t *testing.T, c perftestCase, goServer bool) {
 	if !readLatServer || !goServer {
 		checkRow(t, "the Go end", goOut, c.lat, c.size, c.iters)
 	}
-	for _, m := range regexp.MustCompile(`perftest: (\d+) heap allocations in the measured loop`).FindAllStringSubmatch(goOut, -1) {
+	allocs := perftestMallocs.FindAllStringSubmatch(goOut, -1)
+	if len(allocs) == 0 && goRunsLoop(c, goServer) {
+		t.Fatalf("the Go end ran a measured loop but reported no allocation count (PERFTEST_MALLOCS=1):\n%s", goOut)
+	}
+	for _, m := range allocs {
 		if m[1] != "0" {
 			t.Fatalf("the Go end's measured loop allocated: %s\n%s", m[0], goOut)
 		}
@@ -293,6 +331,8 @@ func TestPerftestInteropAll(t *testing.T) {
 		{tool: "ib_write_bw", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5},
 		{tool: "ib_send_lat", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5, lat: true},
 		{tool: "ib_write_lat", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5, lat: true},
+		{tool: "ib_read_bw", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5},
+		{tool: "ib_read_lat", args: []string{"-a", "-n", "5"}, size: 8388608, iters: 5, lat: true},
 		// -a over UD: every size up to the MTU (1024 on the veths); about
 		// 25 s per pair under TCG.
 		{tool: "ib_send_bw", args: []string{"-a", "-c", "UD", "-n", "5"}, size: 1024, iters: 5},
@@ -302,7 +342,7 @@ func TestPerftestInteropAll(t *testing.T) {
 
 // TestPerftestInteropRDMACM runs -R both ways: the exchange over an RDMA
 // CM connection (SENDs of perftest's binary records), then a second CM
-// connection on the same port for the test QP.
+// connection on the same port for the test QP (for UD a SIDR exchange).
 func TestPerftestInteropRDMACM(t *testing.T) {
 	src := []string{"--source_ip", "10.99.0.2"}
 	runPerftestCases(t, []perftestCase{
@@ -311,11 +351,20 @@ func TestPerftestInteropRDMACM(t *testing.T) {
 		{tool: "ib_read_bw", args: []string{"-R", "-s", "4096", "-n", "200"}, cliExtra: src, size: 4096, iters: 200},
 		{tool: "ib_send_lat", args: []string{"-R", "-n", "200"}, cliExtra: src, size: 2, iters: 200, lat: true},
 		{tool: "ib_write_lat", args: []string{"-R", "-n", "200"}, cliExtra: src, size: 2, iters: 200, lat: true},
+		{tool: "ib_read_lat", args: []string{"-R", "-n", "200"}, cliExtra: src, size: 2, iters: 200, lat: true},
+		{tool: "ib_atomic_bw", args: []string{"-R", "-A", "FETCH_AND_ADD", "-n", "200"}, cliExtra: src, size: 8, iters: 200, target: faaSum(200)},
+		{tool: "ib_atomic_lat", args: []string{"-R", "-n", "200"}, cliExtra: src, size: 8, iters: 200, lat: true, target: faaSum(200)},
+		// UD over RDMA CM's UDP port space (SIDR); latency and -b add the
+		// client's SEND_WITH_IMM of its QPN.
+		{tool: "ib_send_bw", args: []string{"-R", "-c", "UD", "-s", "512", "-n", "200"}, cliExtra: src, size: 512, iters: 200},
+		{tool: "ib_send_bw", args: []string{"-R", "-b", "-c", "UD", "-s", "512", "-n", "200"}, cliExtra: src, size: 512, iters: 200},
+		{tool: "ib_send_lat", args: []string{"-R", "-c", "UD", "-s", "64", "-n", "200"}, cliExtra: src, size: 64, iters: 200, lat: true},
 	})
 }
 
 // TestPerftestInteropOptions runs the exchange's other paths both ways:
-// -b, -q, -D, -e, -o, UC, UD, post lists, Gb/s.
+// -b, -q, -D, -e, -o, UC, UD, post lists, Gb/s; for read and atomics -b,
+// -q, -o, -e and compare-and-swap latency.
 func TestPerftestInteropOptions(t *testing.T) {
 	runPerftestCases(t, []perftestCase{
 		{tool: "ib_send_bw", args: []string{"-b", "-s", "1024", "-n", "100"}, size: 1024, iters: 100},
@@ -333,6 +382,18 @@ func TestPerftestInteropOptions(t *testing.T) {
 		// it upstream with two channels (commit 2209cf8, in 25.01).
 		{tool: "ib_send_lat", args: []string{"-n", "100"}, goExtra: []string{"-e"}, size: 2, iters: 100, lat: true},
 		{tool: "ib_read_bw", args: []string{"-o", "4", "-s", "1024", "-n", "100"}, size: 1024, iters: 100},
+		{tool: "ib_read_bw", args: []string{"-b", "-s", "1024", "-n", "100"}, size: 1024, iters: 100},
+		{tool: "ib_read_bw", args: []string{"-q", "2", "-s", "1024", "-n", "100"}, size: 1024, iters: 200},
+		{tool: "ib_read_bw", args: []string{"-e", "-s", "1024", "-n", "100"}, size: 1024, iters: 100},
+		{tool: "ib_read_lat", args: []string{"-e", "-n", "100"}, size: 2, iters: 100, lat: true},
+		{tool: "ib_atomic_bw", args: []string{"-b", "-n", "100"}, size: 8, iters: 100},
+		// Window 0 gets QP 0's 100 adds.
+		{tool: "ib_atomic_bw", args: []string{"-q", "2", "-n", "100"}, size: 8, iters: 200, target: faaSum(100)},
+		{tool: "ib_atomic_bw", args: []string{"-o", "2", "-n", "100"}, size: 8, iters: 100, target: faaSum(100)},
+		{tool: "ib_atomic_bw", args: []string{"-e", "-n", "100"}, size: 8, iters: 100, target: faaSum(100)},
+		{tool: "ib_atomic_lat", args: []string{"-e", "-n", "100"}, size: 8, iters: 100, lat: true, target: faaSum(100)},
+		// Compare 0, swap 0: the zeroed window stays zero.
+		{tool: "ib_atomic_lat", args: []string{"-A", "CMP_AND_SWAP", "-n", "100"}, size: 8, iters: 100, lat: true, target: faaSum(0)},
 		{tool: "ib_send_bw", args: []string{"-c", "UC", "-s", "1024", "-n", "100"}, size: 1024, iters: 100},
 		{tool: "ib_write_lat", args: []string{"-c", "UC", "-n", "100"}, size: 2, iters: 100, lat: true},
 		{tool: "ib_send_bw", args: []string{"-c", "UD", "-s", "512", "-n", "100"}, size: 512, iters: 100},

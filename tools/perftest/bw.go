@@ -97,7 +97,7 @@ func newBWRun(e *end, rem []dest, size int) (*bwRun, error) {
 			case verbSend:
 				wr.Opcode = qp.Send
 				if o.conn == qp.UD {
-					wr.AH, wr.RemoteQPN, wr.RemoteQKey = e.ahs[i], rem[i].qpn, defQKey
+					wr.AH, wr.RemoteQPN, wr.RemoteQKey = e.ahs[i], rem[i].qpn, e.qkey
 				}
 			case verbWrite:
 				wr.Opcode, wr.RemoteAddr, wr.RKey = qp.RDMAWrite, raddr, rem[i].rkey

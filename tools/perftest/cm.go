@@ -259,6 +259,17 @@ func (t *tool) connectCM(mtu int) (*rdmacm.Conn, error) {
 		n := uint8(min(t.d.outReads, 255))
 		co.ResponderResources, co.InitiatorDepth = n, n
 	}
+	ud := o.conn == qp.UD
+	listen, dial := rdmacm.Listen, rdmacm.Dial
+	if ud {
+		listen, dial = rdmacm.ListenUD, rdmacm.DialUD
+	}
+	var h *udHello
+	if ud && (!o.test.bw || o.duplex) {
+		h = &udHello{server: o.server == ""}
+		co.Setup = h.setup
+		defer h.release()
+	}
 	var conn *rdmacm.Conn
 	var err error
 	var l *rdmacm.Listener
@@ -267,7 +278,7 @@ func (t *tool) connectCM(mtu int) (*rdmacm.Conn, error) {
 		// client retries for only about a second (10 x 100 ms), which a
 		// listen after the exchange can miss on a slow machine (seen:
 		// REJECTED, reason 8, no listener).
-		if l, err = rdmacm.Listen(context.Background(), "0.0.0.0:"+strconv.Itoa(o.port), co); err != nil {
+		if l, err = listen(context.Background(), "0.0.0.0:"+strconv.Itoa(o.port), co); err != nil {
 			return nil, fmt.Errorf("Failed to create RDMA CM connection: %w", err)
 		}
 	}
@@ -292,19 +303,126 @@ func (t *tool) connectCM(mtu int) (*rdmacm.Conn, error) {
 		addr := net.JoinHostPort(o.server, strconv.Itoa(o.port))
 		for try := 0; try < 10; try++ {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			conn, err = rdmacm.Dial(ctx, addr, co)
+			conn, err = dial(ctx, addr, co)
 			cancel()
 			if err == nil {
 				break
 			}
+			h.release() // Setup's, on the failed attempt's PD
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("Failed to create RDMA CM connection: %w", err)
 	}
+	if h != nil {
+		if err := h.trade(conn); err != nil {
+			return nil, errors.Join(err, conn.Close())
+		}
+	}
 	if _, err := t.s.handShake(dest{}); err != nil {
 		return nil, errors.Join(err, conn.Close())
 	}
 	return conn, nil
+}
+
+// udHello is -R's extra message on UD for latency and bidirectional
+// tests (perftest's rdma_cm_send_ud_connection_parameters): the SIDR
+// reply tells the client the server's QP, but the server learns the
+// client's only from a SEND_WITH_IMM of the client's QPN, for which it
+// posts a receive (GRH and 4 bytes) before it accepts. This tool takes the
+// peer's QPN and GID from the address records instead, but sends and
+// consumes the message as C expects.
+type udHello struct {
+	server bool
+	buf    *uverbs.Buffer
+	mr     *uverbs.MR
+}
+
+// setup registers the message's buffer on the connection's PD and, on the
+// server, posts the receive: Options.Setup.
+func (h *udHello) setup(c *rdmacm.Conn) error {
+	var err error
+	if h.buf, err = uverbs.NewBuffer(128, uverbs.BufferOptions{}); err != nil {
+		return err
+	}
+	if h.mr, err = c.PD().RegisterMR(h.buf, uverbs.AccessLocalWrite); err != nil {
+		return err
+	}
+	if !h.server {
+		return nil
+	}
+	sge, err := h.mr.SGE(0, udAddition+4)
+	if err != nil {
+		return err
+	}
+	if err := c.QP().PostRecv([]qp.RecvWR{{ID: 0, SGEs: []uverbs.SGE{sge}}}); err != nil {
+		return fmt.Errorf("Failed to post receive for RDMA CM UD request connection parameters: %w", err)
+	}
+	return nil
+}
+
+// trade sends the client's QPN (client) or waits for it (server).
+func (h *udHello) trade(c *rdmacm.Conn) error {
+	if h.server {
+		w, err := h.wait(c)
+		if err == nil && !w.Opcode.IsRecv() {
+			err = fmt.Errorf("opcode %v", w.Opcode)
+		}
+		if err != nil {
+			return fmt.Errorf("Failed to initialize UD connection parameters for RDMA CM: %w", err)
+		}
+		return nil
+	}
+	q := c.QP().Num()
+	binary.NativeEndian.PutUint32(h.buf.Bytes(), q)
+	sge, err := h.mr.SGE(0, 4)
+	if err != nil {
+		return err
+	}
+	r := c.Remote()
+	wr := []qp.SendWR{{ID: 0, Opcode: qp.SendWithImm, Flags: qp.Signaled, Imm: q, SGEs: []uverbs.SGE{sge},
+		AH: r.AH, RemoteQPN: r.QPN, RemoteQKey: r.QKey}}
+	if err := c.QP().PostSend(wr); err != nil {
+		return fmt.Errorf("Failed to post send for RDMA CM UD send connection parameters: %w", err)
+	}
+	if _, err := h.wait(c); err != nil {
+		return fmt.Errorf("Failed to send UD connection parameters to the remote node: %w", err)
+	}
+	return nil
+}
+
+// wait polls the connection's CQ for the message's completion.
+func (h *udHello) wait(c *rdmacm.Conn) (cq.WC, error) {
+	var wc [1]cq.WC
+	deadline := time.Now().Add(exchangeTimeout)
+	for time.Now().Before(deadline) {
+		n, err := c.CQ().Poll(wc[:])
+		if err != nil {
+			return wc[0], err
+		}
+		if n == 1 {
+			if wc[0].Status != cq.Success {
+				return wc[0], fmt.Errorf("Bad WQE status %d (%v)", wc[0].Status, wc[0].Status)
+			}
+			return wc[0], nil
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	return wc[0], fmt.Errorf("no completion in %v", exchangeTimeout)
+}
+
+// release frees the message's MR and buffer (nil-safe, idempotent).
+func (h *udHello) release() {
+	if h == nil {
+		return
+	}
+	if h.mr != nil {
+		h.mr.Close()
+		h.mr = nil
+	}
+	if h.buf != nil {
+		h.buf.Close()
+		h.buf = nil
+	}
 }

@@ -47,7 +47,7 @@ func newLatRun(e *end, rem dest, size int) *latRun {
 	case verbSend:
 		w.Opcode = qp.Send
 		if o.conn == qp.UD {
-			w.AH, w.RemoteQPN, w.RemoteQKey = e.ahs[0], rem.qpn, defQKey
+			w.AH, w.RemoteQPN, w.RemoteQKey = e.ahs[0], rem.qpn, e.qkey
 		}
 	case verbWrite:
 		w.Opcode, w.RemoteAddr, w.RKey = qp.RDMAWrite, rem.vaddr, rem.rkey

@@ -511,9 +511,6 @@ func (o *options) forceDependencies(stdout io.Writer) error {
 		if o.numQPs > 1 {
 			return errors.New(" -R with more than one QP is not supported by this perftest")
 		}
-		if o.conn == qp.UD {
-			return errors.New(" -R with UD is not supported by this perftest")
-		}
 	}
 	if t.verb == verbSend && t.bw && o.server == "" && !o.duplex {
 		o.noPeak = true

@@ -94,6 +94,14 @@ func TestOptionRefusals(t *testing.T) {
 			t.Errorf("ib_send_bw %v: %v, want the UC/rdma_cm refusal", args, err)
 		}
 	}
+	// -R takes UD (over RDMA CM's UDP port space); more than one QP it
+	// still refuses, with a message.
+	if _, err := parseFor(t, "ib_send_lat", "-R", "-c", "UD"); err != nil {
+		t.Errorf("ib_send_lat -R -c UD: %v", err)
+	}
+	if _, err := parseFor(t, "ib_send_bw", "-R", "-q", "2"); err == nil || errors.Is(err, errExit) {
+		t.Errorf("ib_send_bw -R -q 2: %v, want this tool's refusal", err)
+	}
 	if _, err := parseFor(t, "ib_atomic_bw", "-s", "64"); !errors.Is(err, errExit) {
 		t.Errorf("ib_atomic_bw -s 64: %v, want a refusal", err)
 	}

@@ -77,7 +77,13 @@ func printTestInfo(w io.Writer, o *options, devName string, mtu int, gidIndex in
 	fmt.Fprintf(w, " Dual-port       : %s\t\tDevice         : %s\n", "OFF", devName)
 	fmt.Fprintf(w, " Number of qps   : %d\t\tTransport type : %s\n", o.numQPs, "IB")
 	fmt.Fprintf(w, " Connection type : %s\t\tUsing SRQ      : %s\n", o.connName(), "OFF")
-	fmt.Fprintf(w, " PCIe relax order: %s\n", "ON")
+	// ib_write_lat turns relaxed ordering off: it polls the last byte of
+	// the peer's write, which must not arrive before the rest.
+	relaxed := "ON"
+	if t.verb == verbWrite && !t.bw {
+		relaxed = "OFF"
+	}
+	fmt.Fprintf(w, " PCIe relax order: %s\n", relaxed)
 	fmt.Fprintf(w, " ibv_wr* API     : %s\n", "OFF")
 	client := o.server != ""
 	if client || o.duplex {
@@ -119,14 +125,20 @@ func printTestInfo(w io.Writer, o *options, devName string, mtu int, gidIndex in
 
 // printDest is ctx_print_pingpong_data: the address line of one QP (with
 // the outstanding reads for READ, the rkey and address for WRITE and READ)
-// and its GID, whose bytes perftest prints in decimal.
+// and its GID, whose bytes perftest prints in decimal. It takes the verb
+// from the exchange's parameters, which over RDMA CM (-R, -z) are SEND's:
+// then every test prints the bare line.
 func printDest(w io.Writer, o *options, side string, d dest) {
 	if o.output != outputFull {
 		return
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, " %s address: LID %s QPN %s PSN %s", side, cAltHex(uint64(d.lid), 4), cAltHex(uint64(d.qpn), 6), cAltHex(uint64(d.psn), 6))
-	switch o.test.verb {
+	verb := o.test.verb
+	if o.commRDMACM {
+		verb = verbSend
+	}
+	switch verb {
 	case verbRead:
 		fmt.Fprintf(&b, " OUT %s", cAltHex(uint64(d.outReads), 4))
 		fallthrough

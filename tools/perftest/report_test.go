@@ -41,6 +41,33 @@ func TestPrintDest(t *testing.T) {
 	if first := strings.SplitN(b.String(), "\n", 2)[0]; first != " remote address: LID 0000 QPN 0x0015 PSN 0x940e13" {
 		t.Fatalf("atomic line %q", first)
 	}
+	// Over RDMA CM the exchange's parameters say SEND: Debian's ib_write_bw
+	// -R printed no RKey or VAddr in the VM.
+	b.Reset()
+	o.test, o.commRDMACM = test{name: "ib_write_bw", verb: verbWrite, bw: true}, true
+	printDest(&b, o, "local", dest{qpn: 0x11, psn: 0x940e13, rkey: 0x45b, vaddr: 0x5594dc7f2000})
+	if first := strings.SplitN(b.String(), "\n", 2)[0]; first != " local address: LID 0000 QPN 0x0011 PSN 0x940e13" {
+		t.Fatalf("-R write line %q", first)
+	}
+}
+
+// ib_write_lat prints relaxed ordering OFF (it sets disable_pcir), the
+// other tests ON, as Debian's tools did in the VM.
+func TestPrintTestInfoRelaxedOrder(t *testing.T) {
+	for _, c := range []struct {
+		t    test
+		want string
+	}{
+		{test{name: "ib_write_lat", verb: verbWrite}, "OFF"},
+		{test{name: "ib_write_bw", verb: verbWrite, bw: true}, "ON"},
+		{test{name: "ib_send_lat", verb: verbSend}, "ON"},
+	} {
+		var b bytes.Buffer
+		printTestInfo(&b, &options{test: c.t, numQPs: 1}, "rxe0", 3, 1, 1)
+		if !strings.Contains(b.String(), " PCIe relax order: "+c.want+"\n") {
+			t.Errorf("%s: want relax order %s in\n%s", c.t.name, c.want, b.String())
+		}
+	}
 }
 
 // A row formats as perftest's REPORT_FMT does (the ib_send_bw client row

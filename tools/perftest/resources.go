@@ -141,6 +141,9 @@ type end struct {
 	// cm is the RDMA CM connection whose PD, CQ and QP the end uses
 	// (-R); it owns them, so Close leaves them to it.
 	cm *rdmacm.Conn
+	// qkey is the Q_Key UD sends carry: perftest's, or with -R the one
+	// the CM gave both sides' QPs.
+	qkey uint32
 }
 
 // bufferSize is perftest's BUFF_SIZE(size, cycle_buffer).
@@ -160,7 +163,10 @@ func inc(size, line int) int {
 // connection (-R) the MR goes on its PD and its QP and CQ (one for sends
 // and receives) are the end's.
 func newEnd(o *options, d *device, cm *rdmacm.Conn, cycle, line, mtu int) (e *end, err error) {
-	e = &end{o: o, d: d, cm: cm, cycle: cycle, line: line, mtu: mtu, buffSize: bufferSize(o.size, cycle)}
+	e = &end{o: o, d: d, cm: cm, cycle: cycle, line: line, mtu: mtu, buffSize: bufferSize(o.size, cycle), qkey: defQKey}
+	if cm != nil && o.conn == qp.UD {
+		e.qkey = cm.QKey()
+	}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, e.Close())
@@ -250,17 +256,22 @@ func (e *end) localDests() []dest {
 // RTS. UD QPs go to RTS and get an address handle towards the peer QP.
 func (e *end) connect(my, rem []dest) error {
 	o := e.o
+	if e.cm != nil {
+		// The CM took the QP to RTS; UD still needs its address handle.
+		if o.conn == qp.UD {
+			return e.newAH(rem[0])
+		}
+		return nil
+	}
 	toRTS := o.server != "" || o.duplex || !o.test.bw
 	for i, q := range e.qps {
 		if o.conn == qp.UD {
 			if err := q.ActivateUD(qp.UDOptions{QKey: defQKey, SendPSN: my[i].psn, Port: o.ibPort}); err != nil {
 				return fmt.Errorf("Failed to modify UD QP to RTS: %w", err)
 			}
-			ah, err := qp.NewAH(e.pd, qp.AHParams{DGID: rem[i].gid, SGID: e.d.gid, HopLimit: 0xff, Port: o.ibPort, TrafficClass: o.tclass, SL: o.sl})
-			if err != nil {
-				return fmt.Errorf("Failed to create AH for UD: %w", err)
+			if err := e.newAH(rem[i]); err != nil {
+				return err
 			}
-			e.ahs = append(e.ahs, ah)
 			continue
 		}
 		access := uverbs.Access(0)
@@ -311,11 +322,25 @@ func (e *end) connect(my, rem []dest) error {
 	return nil
 }
 
+// newAH adds the address handle of a UD QP towards the peer's GID.
+func (e *end) newAH(rem dest) error {
+	o := e.o
+	ah, err := qp.NewAH(e.pd, qp.AHParams{DGID: rem.gid, SGID: e.d.gid, HopLimit: 0xff, Port: o.ibPort, TrafficClass: o.tclass, SL: o.sl})
+	if err != nil {
+		return fmt.Errorf("Failed to create AH for UD: %w", err)
+	}
+	e.ahs = append(e.ahs, ah)
+	return nil
+}
+
 // Close releases everything in reverse order of creation (of an -R end,
 // the MR and the buffer: the connection owns the rest).
 func (e *end) Close() error {
 	var errs []error
 	if e.cm != nil {
+		for _, ah := range e.ahs {
+			errs = append(errs, ah.Close())
+		}
 		if e.mr != nil {
 			errs = append(errs, e.mr.Close())
 		}

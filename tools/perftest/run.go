@@ -139,11 +139,9 @@ func runTest(o *options, stdout, stderr io.Writer) (err error) {
 	}
 }
 
-// connect is ctx_connect, which -R leaves to the CM.
+// connect is ctx_connect, which -R leaves to the CM but for UD's address
+// handle.
 func (t *tool) connect() error {
-	if t.o.rdmaCM {
-		return nil
-	}
 	return t.e.connect(t.my, t.rem)
 }
 
