@@ -34,7 +34,7 @@ demo: setup
 ## test: static checks, host unit tests (race detector), then the VM integration tests
 test: check unit itest itest-twovm itest-selfcheck itest-example itest-bare
 
-## test-all: make test, then the suite on Debian 13's kernel (6.12, itest-matrix) and on arm64 (itest-arm64): every part runs and is timed, any failure fails it (not yet green, see the README: .ci/run runs make test)
+## test-all: make test, then the suite on Debian 13's kernel (6.12, itest-matrix) and on arm64 (itest-arm64): every part runs and is timed, any failure fails it; .ci/run runs this
 TESTALL ?= test itest-matrix itest-arm64
 test-all:
 	@status=0; summary=""; \
