@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/qp/rdmacm"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -182,20 +181,7 @@ func TestCMPeerKilled(t *testing.T) {
 	if err != nil || ev.Type != uverbs.CMEventDisconnected {
 		t.Fatalf("after the peer's SIGKILL: %v, %v; want DISCONNECTED", ev.Type, err)
 	}
-	wc := make([]cq.WC, 8)
-	flushed := 0
-	for deadline := time.Now().Add(10 * time.Second); flushed < 4 && time.Now().Before(deadline); {
-		n, _ := c.CQ().Poll(wc)
-		for _, w := range wc[:n] {
-			if w.Status == cq.WRFlushErr {
-				flushed++
-			}
-		}
-		if n == 0 {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	if flushed != 4 {
+	if flushed := countFlushed(t, c.CQ(), 4); flushed != 4 {
 		t.Errorf("%d of 4 posted receives flushed", flushed)
 	}
 

@@ -61,23 +61,7 @@ func TestCMDeviceRemoval(t *testing.T) {
 		t.Fatalf("after rdma link delete %s: %v, %v; want DEVICE_REMOVAL", p.A.RDMA, ev.Type, err)
 	}
 	t.Logf("DEVICE_REMOVAL %v after the delete began", time.Since(start).Round(time.Millisecond))
-	wc := make([]cq.WC, 8)
-	flushed := 0
-	for deadline := time.Now().Add(10 * time.Second); flushed < 4 && time.Now().Before(deadline); {
-		n, err := c.CQ().Poll(wc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range wc[:n] {
-			if w.Status == cq.WRFlushErr {
-				flushed++
-			}
-		}
-		if n == 0 {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	if flushed != 4 {
+	if flushed := countFlushed(t, c.CQ(), 4); flushed != 4 {
 		t.Errorf("%d of 4 posted receives flushed after DEVICE_REMOVAL", flushed)
 	}
 	select {
@@ -98,4 +82,27 @@ func TestCMDeviceRemoval(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("rdma link delete still blocked 30 s after the Conn's Close")
 	}
+}
+
+// countFlushed polls cq for up to 10 s until want completions with
+// WR_FLUSH_ERR arrived, and returns how many did.
+func countFlushed(t *testing.T, q *cq.CQ, want int) int {
+	t.Helper()
+	wc := make([]cq.WC, 8)
+	flushed := 0
+	for deadline := time.Now().Add(10 * time.Second); flushed < want && time.Now().Before(deadline); {
+		n, err := q.Poll(wc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range wc[:n] {
+			if w.Status == cq.WRFlushErr {
+				flushed++
+			}
+		}
+		if n == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return flushed
 }

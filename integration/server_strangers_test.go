@@ -279,17 +279,7 @@ func cSenderRun(t *testing.T, port, n int) {
 			t.Errorf("summary lacks %q", s)
 		}
 	}
-	got, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		i := 0
-		for i < len(got) && i < len(want) && got[i] == want[i] {
-			i++
-		}
-		t.Fatalf("received %d bytes, the C sender sent %d; first difference at byte %d", len(got), len(want), i)
-	}
+	sameFile(t, file, want)
 }
 
 // foreignSenderRun starts rocev2-server with its defaults on port, streams
@@ -321,6 +311,13 @@ func foreignSenderRun(t *testing.T, port, n int) {
 	if strings.Contains(out, "corrupt") || strings.Contains(out, "lost") {
 		t.Errorf("rocev2-server checked a payload format nobody asked for:\n%s", out)
 	}
+	sameFile(t, file, want)
+}
+
+// sameFile fails the test unless file holds exactly want, the bytes the
+// sender sent, naming the first difference.
+func sameFile(t *testing.T, file string, want []byte) {
+	t.Helper()
 	got, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -330,7 +327,7 @@ func foreignSenderRun(t *testing.T, port, n int) {
 		for i < len(got) && i < len(want) && got[i] == want[i] {
 			i++
 		}
-		t.Fatalf("received %d bytes, sent %d; first difference at byte %d", len(got), len(want), i)
+		t.Fatalf("received %d bytes, the sender sent %d; first difference at byte %d", len(got), len(want), i)
 	}
 }
 
