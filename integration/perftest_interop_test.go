@@ -354,6 +354,10 @@ func TestPerftestInteropRDMACM(t *testing.T) {
 		{tool: "ib_read_lat", args: []string{"-R", "-n", "200"}, cliExtra: src, size: 2, iters: 200, lat: true},
 		{tool: "ib_atomic_bw", args: []string{"-R", "-A", "FETCH_AND_ADD", "-n", "200"}, cliExtra: src, size: 8, iters: 200, target: faaSum(200)},
 		{tool: "ib_atomic_lat", args: []string{"-R", "-n", "200"}, cliExtra: src, size: 8, iters: 200, lat: true, target: faaSum(200)},
+		// -q 2: one CM connection per QP, sharing one PD, CQ and MR.
+		{tool: "ib_write_bw", args: []string{"-R", "-q", "2", "-s", "2048", "-n", "100"}, cliExtra: src, size: 2048, iters: 200},
+		{tool: "ib_send_bw", args: []string{"-R", "-q", "2", "-s", "1024", "-n", "100"}, cliExtra: src, size: 1024, iters: 200},
+		{tool: "ib_read_bw", args: []string{"-R", "-q", "2", "-s", "1024", "-n", "100"}, cliExtra: src, size: 1024, iters: 200},
 		// UD over RDMA CM's UDP port space (SIDR); latency and -b add the
 		// client's SEND_WITH_IMM of its QPN.
 		{tool: "ib_send_bw", args: []string{"-R", "-c", "UD", "-s", "512", "-n", "200"}, cliExtra: src, size: 512, iters: 200},

@@ -245,27 +245,29 @@ func (x *cmExchanger) Close() error {
 	return errors.Join(errs...)
 }
 
-// connectCM makes the test's connection over RDMA CM (-R,
-// create_rdma_cm_connection): a record exchange, the client's connect to
-// the server listening on the same port, another exchange. The QP, its CQ
-// (one for sends and receives) and its PD come from the connection.
-func (t *tool) connectCM(mtu int) (*rdmacm.Conn, error) {
-	o := t.o
-	co := rdmacm.Options{
-		Cap: qp.Cap{MaxSendWR: uint32(o.txDepth), MaxRecvWR: uint32(max(o.rxDepth, 1)), MaxSendSGE: 1, MaxRecvSGE: 1},
-		CQE: o.txDepth + max(o.rxDepth, 1), CompChannel: o.events,
-	}
-	if o.test.verb == verbRead || o.test.verb == verbAtomic {
+// cmTestOptions are the CM options of the test QPs' connections: for
+// read and atomics the outstanding reads as both depths.
+func (t *tool) cmTestOptions() rdmacm.Options {
+	var co rdmacm.Options
+	if t.o.test.verb == verbRead || t.o.test.verb == verbAtomic {
 		n := uint8(min(t.d.outReads, 255))
 		co.ResponderResources, co.InitiatorDepth = n, n
 	}
-	ud := o.conn == qp.UD
-	listen, dial := rdmacm.Listen, rdmacm.Dial
-	if ud {
-		listen, dial = rdmacm.ListenUD, rdmacm.DialUD
-	}
+	return co
+}
+
+// connectCM makes the test's UD connection over RDMA CM (-R -c UD,
+// create_rdma_cm_connection): a record exchange, the client's SIDR
+// request to the server listening on the same port, another exchange.
+// The QP, its CQ (one for sends and receives) and its PD come from the
+// connection.
+func (t *tool) connectCM() (*rdmacm.Conn, error) {
+	o := t.o
+	co := t.cmTestOptions()
+	co.Cap = qp.Cap{MaxSendWR: uint32(o.txDepth), MaxRecvWR: uint32(max(o.rxDepth, 1)), MaxSendSGE: 1, MaxRecvSGE: 1}
+	co.CQE, co.CompChannel = o.txDepth+max(o.rxDepth, 1), o.events
 	var h *udHello
-	if ud && (!o.test.bw || o.duplex) {
+	if !o.test.bw || o.duplex {
 		h = &udHello{server: o.server == ""}
 		co.Setup = h.setup
 		defer h.release()
@@ -278,7 +280,7 @@ func (t *tool) connectCM(mtu int) (*rdmacm.Conn, error) {
 		// client retries for only about a second (10 x 100 ms), which a
 		// listen after the exchange can miss on a slow machine (seen:
 		// REJECTED, reason 8, no listener).
-		if l, err = listen(context.Background(), "0.0.0.0:"+strconv.Itoa(o.port), co); err != nil {
+		if l, err = rdmacm.ListenUD(context.Background(), "0.0.0.0:"+strconv.Itoa(o.port), co); err != nil {
 			return nil, fmt.Errorf("Failed to create RDMA CM connection: %w", err)
 		}
 	}
@@ -303,7 +305,7 @@ func (t *tool) connectCM(mtu int) (*rdmacm.Conn, error) {
 		addr := net.JoinHostPort(o.server, strconv.Itoa(o.port))
 		for try := 0; try < 10; try++ {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			conn, err = dial(ctx, addr, co)
+			conn, err = rdmacm.DialUD(ctx, addr, co)
 			cancel()
 			if err == nil {
 				break
@@ -324,6 +326,121 @@ func (t *tool) connectCM(mtu int) (*rdmacm.Conn, error) {
 		return nil, errors.Join(err, conn.Close())
 	}
 	return conn, nil
+}
+
+// connectCMQPs connects the test's RC QPs over RDMA CM (-R,
+// create_rdma_cm_connection), one CM connection per QP as perftest makes
+// them: a record exchange; the server, listening on the same port, takes
+// -q requests and accepts each with the next QP; the client resolves,
+// connects QP i and only then QP i+1; another exchange. build makes the
+// end (one PD, CQs and MR for every QP, as without -R) on the device the
+// first request or route arrived on; every later one must share it.
+func (t *tool) connectCMQPs(build func(*uverbs.Context) (*end, error)) (e *end, err error) {
+	o := t.o
+	co := t.cmTestOptions()
+	defer func() {
+		if err != nil && e != nil {
+			err = errors.Join(err, e.Close())
+			e = nil
+		}
+	}()
+	// own builds the end on the first device and checks the others.
+	own := func(on *uverbs.Context) error {
+		if e == nil {
+			var err error
+			e, err = build(on)
+			return err
+		}
+		if on != e.on {
+			return errors.New("Failed to create RDMA CM connection: the connections of the QPs use different RDMA devices")
+		}
+		return nil
+	}
+	if o.server == "" {
+		// Listen before the exchange (see connectCM).
+		l, err := rdmacm.Listen(context.Background(), "0.0.0.0:"+strconv.Itoa(o.port), rdmacm.Options{Backlog: o.numQPs})
+		if err != nil {
+			return nil, fmt.Errorf("Failed to create RDMA CM connection: %w", err)
+		}
+		defer l.Close()
+		if _, err := t.s.handShake(dest{}); err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), exchangeTimeout)
+		defer cancel()
+		for i := range o.numQPs {
+			r, err := l.Request(ctx)
+			if err != nil {
+				return e, fmt.Errorf("Failed to create RDMA CM connection: %w", err)
+			}
+			if err := own(r.Context()); err != nil {
+				return e, errors.Join(err, r.Reject(nil))
+			}
+			c, err := r.AcceptQP(ctx, e.qps[i], co)
+			if err != nil {
+				return e, fmt.Errorf("Failed to create RDMA CM connection: %w", err)
+			}
+			e.conns = append(e.conns, c)
+		}
+	} else {
+		if o.sourceIP != "" {
+			src, err := parseIP(o.sourceIP)
+			if err != nil {
+				return nil, err
+			}
+			co.Source = src
+		}
+		if _, err := t.s.handShake(dest{}); err != nil {
+			return nil, err
+		}
+		addr := net.JoinHostPort(o.server, strconv.Itoa(o.port))
+		for i := range o.numQPs {
+			if err := t.dialQP(addr, co, own, &e, i); err != nil {
+				return e, err
+			}
+		}
+	}
+	if _, err := t.s.handShake(dest{}); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+// dialQP connects QP i of *e (built by own on the first route's device),
+// retrying ten times every 100 ms while the server does not listen yet, as
+// perftest does. A failed attempt's QP goes back to RESET for the next;
+// its Route stays in the end, holding the device, until the end closes.
+func (t *tool) dialQP(addr string, co rdmacm.Options, own func(*uverbs.Context) error, e **end, i int) error {
+	var err error
+	for try := 0; try < 10; try++ {
+		if try > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		r, rerr := rdmacm.Resolve(ctx, addr, co)
+		if rerr != nil {
+			cancel()
+			err = rerr
+			continue
+		}
+		if oerr := own(r.Context()); oerr != nil {
+			cancel()
+			return errors.Join(oerr, r.Close())
+		}
+		q := (*e).qps[i]
+		c, cerr := r.ConnectQP(ctx, q, co)
+		cancel()
+		if cerr == nil {
+			(*e).conns = append((*e).conns, c)
+			return nil
+		}
+		err = cerr
+		(*e).routes = append((*e).routes, r)
+		if merr := q.Modify(&qp.Attr{State: qp.StateReset}, qp.AttrState); merr != nil {
+			return fmt.Errorf("Failed to create RDMA CM connection: %w", errors.Join(err, merr))
+		}
+	}
+	return fmt.Errorf("Failed to create RDMA CM connection: %w", err)
 }
 
 // udHello is -R's extra message on UD for latency and bidirectional

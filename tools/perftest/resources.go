@@ -139,8 +139,15 @@ type end struct {
 	line     int // the agreed cache line size
 	mtu      int // the agreed MTU enum
 	// cm is the RDMA CM connection whose PD, CQ and QP the end uses
-	// (-R); it owns them, so Close leaves them to it.
+	// (-R with UD); it owns them, so Close leaves them to it.
 	cm *rdmacm.Conn
+	// on is the device context the objects are built on: the tool's, or
+	// with -R on RC the one the CM connections share.
+	on *uverbs.Context
+	// conns connect the QPs, one each (-R on RC); routes are the
+	// attempts that failed, kept for their hold of on until Close.
+	conns  []*rdmacm.Conn
+	routes []*rdmacm.Route
 	// qkey is the Q_Key UD sends carry: perftest's, or with -R the one
 	// the CM gave both sides' QPs.
 	qkey uint32
@@ -159,11 +166,11 @@ func inc(size, line int) int {
 
 // newEnd creates the objects in perftest's ctx_init order: the buffer
 // (two slices per QP: what it sends from, and its target window), the
-// channel for -e, PD, MR, CQs and QPs in RESET. With an RDMA CM
-// connection (-R) the MR goes on its PD and its QP and CQ (one for sends
-// and receives) are the end's.
-func newEnd(o *options, d *device, cm *rdmacm.Conn, cycle, line, mtu int) (e *end, err error) {
-	e = &end{o: o, d: d, cm: cm, cycle: cycle, line: line, mtu: mtu, buffSize: bufferSize(o.size, cycle), qkey: defQKey}
+// channel for -e, PD, MR, CQs and QPs in RESET, on the device context on.
+// With an RDMA CM connection of its own QP (-R on UD) the MR goes on its
+// PD and its QP and CQ (one for sends and receives) are the end's.
+func newEnd(o *options, d *device, on *uverbs.Context, cm *rdmacm.Conn, cycle, line, mtu int) (e *end, err error) {
+	e = &end{o: o, d: d, on: on, cm: cm, cycle: cycle, line: line, mtu: mtu, buffSize: bufferSize(o.size, cycle), qkey: defQKey}
 	if cm != nil && o.conn == qp.UD {
 		e.qkey = cm.QKey()
 	}
@@ -186,7 +193,7 @@ func newEnd(o *options, d *device, cm *rdmacm.Conn, cycle, line, mtu int) (e *en
 		e.ch, e.pd, e.sendCQ, e.recvCQ, e.qps = cm.CompChannel(), cm.PD(), cm.CQ(), cm.CQ(), []*qp.QP{cm.QP()}
 	}
 	if o.events && cm == nil {
-		if e.ch, err = cq.NewChannel(d.ctx); err != nil {
+		if e.ch, err = cq.NewChannel(on); err != nil {
 			return e, fmt.Errorf("Couldn't create completion channel: %w", err)
 		}
 	}
@@ -194,7 +201,7 @@ func newEnd(o *options, d *device, cm *rdmacm.Conn, cycle, line, mtu int) (e *en
 		e.events = newEventWaiter(e.ch)
 	}
 	if cm == nil {
-		if e.pd, err = d.ctx.AllocPD(); err != nil {
+		if e.pd, err = on.AllocPD(); err != nil {
 			return e, fmt.Errorf("Couldn't allocate PD: %w", err)
 		}
 	}
@@ -218,10 +225,10 @@ func newEnd(o *options, d *device, cm *rdmacm.Conn, cycle, line, mtu int) (e *en
 	if o.test.verb != verbSend {
 		rx = 1
 	}
-	if e.sendCQ, err = cq.New(d.ctx, tx*n, e.ch); err != nil {
+	if e.sendCQ, err = cq.New(on, tx*n, e.ch); err != nil {
 		return e, fmt.Errorf("Couldn't create CQ: %w", err)
 	}
-	if e.recvCQ, err = cq.New(d.ctx, rx*n, e.ch); err != nil {
+	if e.recvCQ, err = cq.New(on, rx*n, e.ch); err != nil {
 		return e, fmt.Errorf("Couldn't create a receiver CQ: %w", err)
 	}
 	e.qps = make([]*qp.QP, n)
@@ -262,6 +269,9 @@ func (e *end) connect(my, rem []dest) error {
 			return e.newAH(rem[0])
 		}
 		return nil
+	}
+	if e.conns != nil {
+		return nil // each QP's connection took it to RTS
 	}
 	toRTS := o.server != "" || o.duplex || !o.test.bw
 	for i, q := range e.qps {
@@ -333,10 +343,15 @@ func (e *end) newAH(rem dest) error {
 	return nil
 }
 
-// Close releases everything in reverse order of creation (of an -R end,
-// the MR and the buffer: the connection owns the rest).
+// Close releases everything in reverse order of creation (of an -R end
+// on UD, the MR and the buffer: the connection owns the rest). The QPs'
+// CM connections disconnect first and close last: the last of them may
+// close the context the objects are on.
 func (e *end) Close() error {
 	var errs []error
+	for _, c := range e.conns {
+		errs = append(errs, c.Disconnect())
+	}
 	if e.cm != nil {
 		for _, ah := range e.ahs {
 			errs = append(errs, ah.Close())
@@ -374,6 +389,12 @@ func (e *end) Close() error {
 	}
 	if e.buf != nil {
 		errs = append(errs, e.buf.Close())
+	}
+	for _, c := range e.conns {
+		errs = append(errs, c.Close())
+	}
+	for _, r := range e.routes {
+		errs = append(errs, r.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/qp/rdmacm"
+	"github.com/pureverbs/pureverbs/uverbs"
 )
 
 // pageSize and cacheLine are what this side announces in check_sys_data;
@@ -31,7 +32,7 @@ type tool struct {
 	e      *end
 	my     []dest
 	rem    []dest
-	cm     *rdmacm.Conn // -R: the test QP's connection
+	cm     *rdmacm.Conn // -R on UD: the test QP's connection
 }
 
 // runTest runs the test o describes and returns nil when it succeeded.
@@ -108,15 +109,24 @@ func runTest(o *options, stdout, stderr io.Writer) (err error) {
 		fmt.Fprintf(stderr, " Max msg size in UD is MTU %d\n Changing to this MTU\n", mtuBytes(mtu))
 		o.size = mtuBytes(mtu)
 	}
-	if o.rdmaCM {
-		conn, err := t.connectCM(mtu)
+	cycleSize, lineSize := max(int(cycle), pageSize), max(int(line), cacheLine)
+	switch {
+	case o.rdmaCM && o.conn == qp.UD:
+		conn, err := t.connectCM()
 		if err != nil {
 			return err
 		}
 		t.cm = conn
 		defer func() { err = errors.Join(err, conn.Close()) }()
+		t.e, err = newEnd(o, t.d, conn.Context(), conn, cycleSize, lineSize, mtu)
+	case o.rdmaCM:
+		t.e, err = t.connectCMQPs(func(on *uverbs.Context) (*end, error) {
+			return newEnd(o, t.d, on, nil, cycleSize, lineSize, mtu)
+		})
+	default:
+		t.e, err = newEnd(o, t.d, t.d.ctx, nil, cycleSize, lineSize, mtu)
 	}
-	if t.e, err = newEnd(o, t.d, t.cm, max(int(cycle), pageSize), max(int(line), cacheLine), mtu); err != nil {
+	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, t.e.Close()) }()
