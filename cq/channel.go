@@ -174,7 +174,9 @@ func (ch *Channel) tryGet() (*CQ, error) {
 		if c == nil {
 			if ok {
 				// The CQ was dropped and collected after it was
-				// armed: nobody can ack or poll it.
+				// armed (nobody can ack or poll it), or its slot
+				// is reserved and not filled yet (its CQ is
+				// being created, so it was never armed).
 				continue
 			}
 			// Only a CQ closed while its event was being read gets

@@ -20,7 +20,9 @@ type MWBindParams struct {
 // for the window's next rkey (uverbs.NextRKey). Post it with PostSend (type
 // 2 windows) and, once it completed successfully, record the new rkey with
 // mw.SetRKey(wr.Bind.NewRKey). The range must lie inside the region. A
-// closed window is refused with ErrClosed.
+// window closed before BindWR is refused with ErrClosed; the request
+// carries only key numbers, so closing the window between BindWR and
+// PostSend is the caller's to avoid.
 func BindWR(id uint64, flags SendFlags, mw *uverbs.MW, p MWBindParams) (SendWR, error) {
 	if mw.Closed() {
 		return SendWR{}, fmt.Errorf("qp: bind_mw: %w", ErrClosed)

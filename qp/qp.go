@@ -183,7 +183,8 @@ func (q *QP) badState() error {
 
 // closedError is ErrClosed, naming verb, for a QP that is closed (by
 // Close or its Context's), or nil: the transitions check it before the
-// state or their parameters, which cannot matter any more.
+// state or their parameters, which cannot matter any more (Connect first
+// refuses a UD QP, whose type never changes).
 func (q *QP) closedError(verb string) error {
 	if q.core.Closed() {
 		return fmt.Errorf("qp: %s: %w", verb, ErrClosed)

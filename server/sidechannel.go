@@ -122,7 +122,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, opts ServeOptions) 
 		select {
 		case sc.slots <- struct{}{}:
 		default:
-			if !sc.evict() {
+			if !sc.evict(ctx) {
 				sc.refuse(conn, fmt.Sprintf("%d exchanges running, each past its record", opts.MaxExchanges))
 				continue
 			}
@@ -170,8 +170,8 @@ type exchanging struct {
 // oldest exchange whose client has not sent its whole record (silent,
 // slow, a port scan) and takes its slot when that exchange has ended. It
 // reports false if every client is past its record, or the slot did not
-// come free within Timeout.
-func (sc *sideChannel) evict() bool {
+// come free within Timeout or before ctx, Serve's, was done.
+func (sc *sideChannel) evict(ctx context.Context) bool {
 	sc.mu.Lock()
 	var victim net.Conn
 	var oldest *exchanging
@@ -197,6 +197,8 @@ func (sc *sideChannel) evict() bool {
 	case sc.slots <- struct{}{}:
 		return true
 	case <-t.C:
+		return false
+	case <-ctx.Done():
 		return false
 	}
 }

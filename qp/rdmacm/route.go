@@ -18,7 +18,8 @@ import (
 // Routes to one device share one Context, so their QPs may share a PD and
 // CQs.
 type Route struct {
-	c *Conn // resolved id and device hold; its QP is the caller's once set
+	c   *Conn           // resolved id and device hold; its QP is the caller's once set
+	ctx *uverbs.Context // c's device context, kept for Context after c released it
 
 	mu   sync.Mutex
 	used bool // ConnectQP was called
@@ -40,14 +41,15 @@ func Resolve(ctx context.Context, address string, o Options) (*Route, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Route{c: c}, nil
+	return &Route{c: c, ctx: c.dev.ctx}, nil
 }
 
 // Context is the device context the route leaves from: build the QP (and
 // its PD and CQs) for ConnectQP there. It stays open while the Route or
 // the Conn it became lives; the last of those to close may close it, and
-// with it whatever is still open under it (see Request.Context).
-func (r *Route) Context() *uverbs.Context { return r.c.dev.ctx }
+// with it whatever is still open under it (see Request.Context). After
+// that it is a closed Context, whose methods return ErrClosed.
+func (r *Route) Context() *uverbs.Context { return r.ctx }
 
 // LocalAddr and RemoteAddr are the route's endpoints as the CM resolved
 // them (the local port is assigned by the connect).
@@ -80,7 +82,7 @@ func (r *Route) ConnectQP(ctx context.Context, q *qp.QP, o Options) (*Conn, erro
 	r.mu.Lock()
 	if r.used || r.done {
 		r.mu.Unlock()
-		return nil, ErrClosed
+		return nil, fmt.Errorf("rdmacm: connect %s: the route was used or closed: %w", r.c.remote, ErrClosed)
 	}
 	r.used = true
 	r.mu.Unlock()
@@ -88,7 +90,7 @@ func (r *Route) ConnectQP(ctx context.Context, q *qp.QP, o Options) (*Conn, erro
 	c.q = q
 	if err := ctx.Err(); err != nil {
 		c.releaseCM()
-		return nil, err
+		return nil, fmt.Errorf("rdmacm: connect %s: %w", r.c.remote, err)
 	}
 	if err := c.connectRC(ctx, &o); err != nil {
 		c.releaseCM()

@@ -112,11 +112,10 @@ func runTest(o *options, stdout, stderr io.Writer) (err error) {
 	cycleSize, lineSize := max(int(cycle), pageSize), max(int(line), cacheLine)
 	switch {
 	case o.rdmaCM && o.conn == qp.UD:
-		conn, err := t.connectCM()
-		if err != nil {
+		if t.cm, err = t.connectCM(); err != nil {
 			return err
 		}
-		t.cm = conn
+		conn := t.cm
 		defer func() { err = errors.Join(err, conn.Close()) }()
 		t.e, err = newEnd(o, t.d, conn.Context(), conn, cycleSize, lineSize, mtu)
 	case o.rdmaCM:
