@@ -141,6 +141,11 @@ func traceIoctls(t *testing.T, limit time.Duration, name string, args ...string)
 func peekIoctl(t *testing.T, tid int) (ioctlShape, bool) {
 	var regs unix.PtraceRegs
 	if err := unix.PtraceGetRegs(tid, &regs); err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			// Another thread's exit_group killed tid at its stop
+			// (seen once in make test): it enters no more ioctls.
+			return ioctlShape{}, false
+		}
 		t.Fatalf("getregs %d: %v", tid, err)
 	}
 	if regs.Orig_rax != unix.SYS_IOCTL || regs.Rsi != rdmaVerbsIoctl {
