@@ -60,11 +60,12 @@ var wireFaults = []wireFault{
 	{"corrupt 1%", netlink.NetemQdiscAttrs{CorruptProb: 1}},
 }
 
-// setNetem puts a netem qdisc with attrs at the root of both veths; the
-// test's cleanup removes it. changeNetem changes it in place.
-func setNetem(t *testing.T, attrs netlink.NetemQdiscAttrs) {
+// setNetem puts a netem qdisc with attrs at the root of links (by default
+// both veths); the test's cleanup removes it. changeNetem changes it in
+// place.
+func setNetem(t *testing.T, attrs netlink.NetemQdiscAttrs, links ...string) {
 	t.Helper()
-	for _, q := range netemQdiscs(t, attrs) {
+	for _, q := range netemQdiscs(t, attrs, links) {
 		if err := netlink.QdiscReplace(q); err != nil {
 			t.Fatalf("netem %+v on link %d: %v", attrs, q.LinkIndex, err)
 		}
@@ -76,19 +77,22 @@ func setNetem(t *testing.T, attrs netlink.NetemQdiscAttrs) {
 	}
 }
 
-func changeNetem(t *testing.T, attrs netlink.NetemQdiscAttrs) {
+func changeNetem(t *testing.T, attrs netlink.NetemQdiscAttrs, links ...string) {
 	t.Helper()
-	for _, q := range netemQdiscs(t, attrs) {
+	for _, q := range netemQdiscs(t, attrs, links) {
 		if err := netlink.QdiscReplace(q); err != nil {
 			t.Fatalf("netem %+v on link %d: %v", attrs, q.LinkIndex, err)
 		}
 	}
 }
 
-func netemQdiscs(t *testing.T, attrs netlink.NetemQdiscAttrs) []*netlink.Netem {
+func netemQdiscs(t *testing.T, attrs netlink.NetemQdiscAttrs, links []string) []*netlink.Netem {
 	t.Helper()
+	if len(links) == 0 {
+		links = []string{"veth0", "veth1"}
+	}
 	var qs []*netlink.Netem
-	for _, name := range []string{"veth0", "veth1"} {
+	for _, name := range links {
 		l, err := netlink.LinkByName(name)
 		if err != nil {
 			t.Fatal(err)

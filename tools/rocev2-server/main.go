@@ -5,7 +5,7 @@
 // connects (rocev2-send -cm, any librdmacm program's plain RC connect),
 // and counts, checks and optionally stores what arrives.
 //
-//	rocev2-server [-d rxe0] [-g ADDR|INDEX] [-p 18515] [-s 9000] [-r 256] [-n FRAMES] [-o FILE] [--hold D] [--once]
+//	rocev2-server [-d rxe0] [-g ADDR|INDEX] [-p 18515] [-s 9000] [-r 256] [-n FRAMES] [-linger D] [-o FILE] [--hold D] [--once]
 //
 // It takes any sender by default: an FPGA (surf's RoCEv2 engine), rdma-core
 // style programs, rocev2-send. On a terminal it shows a live progress line;
@@ -17,6 +17,14 @@
 // and checksums) and prints "N lost, M corrupt"; the exit status is then 1
 // when any frame was lost or corrupt. An FPGA user sets -ring-size to the
 // AddrWrapCount programmed into the FPGA (usually -r).
+//
+// With -n it exits after that many frames, but not before the sender has
+// ended its connection or -linger (2 s) has passed: until then the QP
+// still acknowledges, so a sender whose last ACK was lost gets it from its
+// retransmission. Destroyed at once, the QP would leave that sender
+// retransmitting into nothing: for ever at retry count 7 (an FPGA's usual
+// setting; rxe reads it as "retry without limit"), else until its QP fails
+// with RETRY_EXC_ERR. Frames past -n are counted, not stored or checked.
 //
 // -g chooses the local GID by its IP address or its table index; by
 // default it is the RoCE v2 GID of the device port's netdev, IPv4-mapped
@@ -59,6 +67,7 @@ type options struct {
 	watch   bool
 	quiet   bool
 	limit   time.Duration
+	linger  time.Duration
 }
 
 func parseOptions(args []string) (*options, error) {
@@ -86,6 +95,7 @@ func parseOptions(args []string) (*options, error) {
 	fs.BoolVar(&o.watch, "watch", true, "end a sender's connection when it closes the TCP connection")
 	fs.BoolVar(&o.quiet, "q", false, "no progress line")
 	fs.DurationVar(&o.limit, "timeout", 0, "give up after this long (exit status 1)")
+	fs.DurationVar(&o.linger, "linger", 2*time.Second, "after -n frames, keep the sender's connection up this long, or until it ends it, so that it can retransmit a message whose ACK was lost")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -142,7 +152,6 @@ type receiver struct {
 	first   atomic.Int64 // unix ns of the first frame
 	last    atomic.Int64
 	enough  chan struct{}
-	once    sync.Once
 	holding chan heldFrame
 }
 
@@ -157,20 +166,54 @@ func (r *receiver) handle(f server.Frame) {
 		r.first.Store(now)
 	}
 	r.last.Store(now)
+	n := r.n.Add(1)
+	if r.o.frames != 0 && n > r.o.frames {
+		f.Release() // lingering: -n frames are in
+		return
+	}
 	if r.out != nil {
 		r.out.Write(f.Data())
 	}
 	if r.o.check {
 		r.check.Check(f.Data())
 	}
-	if n := r.n.Add(1); r.o.frames != 0 && n >= r.o.frames {
-		r.once.Do(func() { close(r.enough) })
+	if r.o.frames != 0 && n == r.o.frames {
+		close(r.enough)
 	}
 	if r.holding != nil {
 		r.holding <- heldFrame{f, time.Now().Add(r.o.hold)}
 		return
 	}
 	f.Release()
+}
+
+// linger returns when srv has no live connection, d has passed, a signal
+// came or srv stopped. Meanwhile the connection's QP answers a
+// retransmission of a message it already received with the ACK that was
+// lost (rxe's responder does so for a duplicate PSN without delivering the
+// message again).
+func linger(srv *server.Server, d time.Duration, sig <-chan os.Signal) {
+	if d <= 0 {
+		return
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if st := srv.Stats(); st.SessionEnds >= st.Sessions {
+			return
+		}
+		select {
+		case <-deadline.C:
+			return
+		case <-sig:
+			return
+		case <-srv.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // release lets held frames go after their time, in order.
@@ -234,6 +277,7 @@ wait:
 	for {
 		select {
 		case <-r.enough:
+			linger(srv, o.linger, sig)
 			break wait
 		case <-sig:
 			break wait
