@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -101,6 +102,11 @@ func TestPerftestBench(t *testing.T) {
 	}
 	const rounds = 5
 	rows := perftestBenchRows()
+	if expr := os.Getenv("RXEVM_BENCHROWS"); expr != "" {
+		// A subset for an experiment: rows whose "tool/size" matches.
+		re := regexp.MustCompile(expr)
+		rows = slices.DeleteFunc(rows, func(r perftestBenchRow) bool { return !re.MatchString(fmt.Sprintf("%s/%d", r.tool, r.size)) })
+	}
 	cells := make([][2]benchCell, len(rows))
 	start := time.Now()
 	for round := range rounds {
