@@ -47,7 +47,7 @@ func perftestBenchRows() []perftestBenchRow {
 // two pairs share — the server when Go is the client, the client when Go
 // is the server — except where that peer prints no row (the read/atomic
 // latency server): then from the end under comparison.
-func benchPerftestRun(t *testing.T, r perftestBenchRow, goEnd, goIsServer bool) float64 {
+func benchPerftestRun(t *testing.T, r perftestBenchRow, goEnd, goIsServer bool, goEnv []string) float64 {
 	t.Helper()
 	args := []string{"-n", strconv.Itoa(r.iters)}
 	if !strings.HasPrefix(r.tool, "ib_atomic") {
@@ -55,6 +55,11 @@ func benchPerftestRun(t *testing.T, r perftestBenchRow, goEnd, goIsServer bool) 
 	}
 	srv := perftestEnd{goTool: goEnd && goIsServer}
 	cli := perftestEnd{goTool: goEnd && !goIsServer}
+	if goIsServer {
+		srv.env = goEnv
+	} else {
+		cli.env = goEnv
+	}
 	var so, co string
 	for try := 1; ; try++ {
 		var err error
@@ -102,6 +107,13 @@ func TestPerftestBench(t *testing.T) {
 	}
 	const rounds = 5
 	rows := perftestBenchRows()
+	// RXEVM_BENCH_GOENV="K=V ..." adds a third contender to every pair:
+	// the Go end again with that environment (e.g. GOMAXPROCS=1), so that
+	// a runtime setting is judged in the same boot as the plain Go end.
+	var altEnv []string
+	if e := os.Getenv("RXEVM_BENCH_GOENV"); e != "" {
+		altEnv = strings.Fields(e)
+	}
 	if expr := os.Getenv("RXEVM_BENCHROWS"); expr != "" {
 		// A subset for an experiment: rows whose "tool/size" matches.
 		re := regexp.MustCompile(expr)
@@ -113,12 +125,19 @@ func TestPerftestBench(t *testing.T) {
 		for i, r := range rows {
 			for side, goIsServer := range []bool{false, true} {
 				c := &cells[i][side]
-				runGo := func() { c.goV = append(c.goV, benchPerftestRun(t, r, true, goIsServer)) }
-				runC := func() { c.cV = append(c.cV, benchPerftestRun(t, r, false, goIsServer)) }
+				runGo := func() { c.goV = append(c.goV, benchPerftestRun(t, r, true, goIsServer, nil)) }
+				runC := func() { c.cV = append(c.cV, benchPerftestRun(t, r, false, goIsServer, nil)) }
+				runAlt := func() {
+					if altEnv != nil {
+						c.altV = append(c.altV, benchPerftestRun(t, r, true, goIsServer, altEnv))
+					}
+				}
 				if round%2 == 0 {
 					runGo()
 					runC()
+					runAlt()
 				} else {
+					runAlt()
 					runC()
 					runGo()
 				}
@@ -126,7 +145,7 @@ func TestPerftestBench(t *testing.T) {
 		}
 		t.Logf("round %d of %d done after %v", round+1, rounds, time.Since(start).Round(time.Second))
 		// The medians so far, in case the run is cut short.
-		table, lines := perftestBenchTable(rows, cells, round+1)
+		table, lines := perftestBenchTable(rows, cells, round+1, altEnv)
 		if round+1 < rounds {
 			t.Logf("after %d rounds:\n%s%s", round+1, table, lines)
 		} else {
@@ -138,7 +157,7 @@ func TestPerftestBench(t *testing.T) {
 
 // perftestBenchTable formats the medians of the rounds so far as a table
 // and as PERFTEST-RATIO lines.
-func perftestBenchTable(rows []perftestBenchRow, cells [][2]benchCell, rounds int) (string, string) {
+func perftestBenchTable(rows []perftestBenchRow, cells [][2]benchCell, rounds int, altEnv []string) (string, string) {
 	var table, lines strings.Builder
 	fmt.Fprintf(&table, "| test | Go end | size | metric | Go (median of %d) | C (median) | Go/C | Go rounds | C rounds |\n|---|---|---|---|---|---|---|---|---|\n", rounds)
 	for i, r := range rows {
@@ -153,6 +172,16 @@ func perftestBenchTable(rows []perftestBenchRow, cells [][2]benchCell, rounds in
 			fmt.Fprint(&lines, perftestRatioLine(r.tool, r.size, metric, g, cm, role))
 		}
 	}
+	if altEnv != nil {
+		fmt.Fprintf(&table, "\nGo with %s, same rounds:\n| test | Go end | size | Go+env (median) | C (median) | Go+env/C | Go+env/Go | Go+env rounds |\n|---|---|---|---|---|---|---|---|\n", strings.Join(altEnv, " "))
+		for i, r := range rows {
+			for side, role := range []string{"client", "server"} {
+				c := cells[i][side]
+				a, g, cm := medianFinite(c.altV), medianFinite(c.goV), medianFinite(c.cV)
+				fmt.Fprintf(&table, "| %s | %s | %d | %.2f | %.2f | %.2f | %.2f | %v |\n", r.tool, role, r.size, a, cm, a/cm, a/g, c.altV)
+			}
+		}
+	}
 	return table.String(), lines.String()
 }
 
@@ -163,8 +192,9 @@ func perftestRatioLine(tool string, size int, metric string, goV, cV float64, en
 	return fmt.Sprintf("PERFTEST-RATIO test=%s size=%d metric=%s go=%.2f c=%.2f ratio=%.3f end=%s\n", tool, size, metric, goV, cV, goV/cV, end)
 }
 
-// benchCell holds one row's figures, Go's and C's, round by round.
-type benchCell struct{ goV, cV []float64 }
+// benchCell holds one row's figures, Go's and C's (and Go's with
+// RXEVM_BENCH_GOENV), round by round.
+type benchCell struct{ goV, cV, altV []float64 }
 
 // TestPerftestProfile runs the Go perftest client of a few rows with a CPU
 // profile (PERFTEST_CPUPROFILE) and prints it base64-encoded between
