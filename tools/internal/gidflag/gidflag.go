@@ -51,14 +51,29 @@ func (v *Value) String() string {
 	return ""
 }
 
-// Entry looks the chosen GID up on port of c: by address (FindGID), by
-// index (QueryGID), or else the netdev's (PortGID).
+// Entry looks the chosen GID up on port of c: by address (FindGID, which
+// takes RoCE v2 entries only), by index (QueryGID; an entry of another
+// type is refused), or else the netdev's (PortGID).
 func (v *Value) Entry(c *uverbs.Context, port uint8) (uverbs.GIDEntry, error) {
 	switch {
 	case v.Addr.IsValid():
 		return c.FindGID(port, v.Addr)
 	case v.Index >= 0:
-		return c.QueryGID(port, v.Index)
+		g, err := c.QueryGID(port, v.Index)
+		if err != nil {
+			return g, err
+		}
+		return g, roceV2(g, v.Index)
 	}
 	return c.PortGID(port)
+}
+
+// roceV2 refuses an entry chosen by index that is not RoCE v2: its frames
+// would go out as RoCE v1 (no IP/UDP header), which a RoCE v2 peer drops
+// without a word.
+func roceV2(g uverbs.GIDEntry, index int) error {
+	if g.Type != uverbs.GIDTypeRoCEv2 {
+		return fmt.Errorf("GID index %d (%v) is %v, not RoCE v2: choose a RoCE v2 entry (-g with its IP address picks one)", index, g.GID, g.Type)
+	}
+	return nil
 }
