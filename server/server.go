@@ -357,6 +357,13 @@ func (s *Server) Send([]byte) error { return ErrReceiveOnly }
 // teardown runs when the Handler returns (frames of the completion batch
 // being handled are still delivered); Done is closed, and Err is nil, when
 // it is over.
+//
+// The QP goes at once: if the ACK of the sender's last message was lost,
+// its retransmission finds no QP and the sender retries until its budget
+// ends (for ever at retry count 7). A caller that stops after a known last
+// frame lets the sender end the connection first (Stats.SessionEnds
+// catches up with Stats.Sessions), with a deadline, as rocev2-server -n
+// does.
 func (s *Server) Close() error {
 	l := s.callerLoop()
 	if s.closing.Swap(true) {
