@@ -72,9 +72,10 @@ itest: setup
 		-exec '$(RXEVM) exec' -run '$(RUN)' -v ./integration/
 
 ## itest-arm64: the integration tests on Debian's arm64 kernel under qemu-system-aarch64 (TCG); not part of make test
+# ARMCOUNT=n runs each test n times in one boot (the ten-in-a-row check: README, arm64).
 itest-arm64: rxevm
 	RXEVM_ARCH=arm64 $(RXEVM) setup
-	RXEVM_ARCH=arm64 GOARCH=arm64 CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 -timeout $(or $(ARMTIMEOUT),60m) \
+	RXEVM_ARCH=arm64 GOARCH=arm64 CGO_ENABLED=0 $(GO) test -tags integration -count=$(or $(ARMCOUNT),1) -p 1 -timeout $(or $(ARMTIMEOUT),60m) \
 		-exec '$(RXEVM) exec' -run '$(RUN)' -v ./integration/
 	cd integration/example && GOARCH=arm64 CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) \
 		-exec 'env -u GOARCH $(GO) tool rxevm exec' -v ./...
