@@ -277,8 +277,8 @@ func (r *Request) reject(privateData []byte, forget bool) error {
 // the QP to INIT (rdma_create_qp), runs o.Setup, then RTR and RTS with the
 // CM's attributes and accepts (rdma_accept), and waits for ESTABLISHED
 // (the requester's RTU). On failure the request is rejected (after the
-// REP, the REJ cancels it) and everything built is released before Accept
-// returns.
+// REP, the REJ cancels it), o.Teardown runs if Setup had succeeded, and
+// everything built is released before Accept returns.
 func (r *Request) Accept(ctx context.Context, o Options) (*Conn, error) {
 	return r.accept(ctx, &o, nil)
 }
@@ -287,7 +287,9 @@ func (r *Request) Accept(ctx context.Context, o Options) (*Conn, error) {
 // INIT): it moves it through INIT, RTR and RTS with the CM's attributes
 // and accepts. The Conn does not own q (nor its CQs and PD): its Close
 // moves q to ERROR and disconnects. Close q, its CQs and PD after the
-// Conn's Disconnect and before its Close (see Context).
+// Conn's Disconnect and before its Close (see Context). On failure the
+// request is rejected, q is left in ERROR (still the caller's) and
+// o.Teardown runs if Setup had succeeded.
 func (r *Request) AcceptQP(ctx context.Context, q *qp.QP, o Options) (*Conn, error) {
 	if q == nil {
 		return nil, fmt.Errorf("rdmacm: accept: nil QP: %w", unix.EINVAL)
@@ -312,7 +314,7 @@ func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (_ *Conn, er
 	}
 	defer func() {
 		if err != nil {
-			if c.q != nil && !c.udp {
+			if c.q != nil {
 				c.q.ToError()
 			}
 			if !c.connected {
@@ -322,7 +324,7 @@ func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (_ *Conn, er
 			// retries and sends the REJ. A REJECT first would leave the
 			// REP retrying (the id in TIMEWAIT), and DESTROY_ID would
 			// wait for its last retry: 69 s on 6.1.
-			err = errors.Join(err, c.release())
+			err = errors.Join(err, c.undoSetup(), c.release())
 		}
 	}()
 	if err := ctx.Err(); err != nil {
@@ -344,10 +346,8 @@ func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (_ *Conn, er
 			return nil, err
 		}
 	}
-	if o.Setup != nil {
-		if err := o.Setup(c); err != nil {
-			return nil, fmt.Errorf("rdmacm: accept %s: setup: %w", addr, err)
-		}
+	if err := c.setup(o, "accept"); err != nil {
+		return nil, err
 	}
 	resp, init := r.depths(o)
 	if err := toStateFromCM(c.ch, c.id, c.q, qp.StateInit, nil); err != nil {
