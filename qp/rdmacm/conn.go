@@ -43,6 +43,8 @@ type Conn struct {
 	ah            *qp.AH           // towards ud's path
 	qkey          uint32           // a UD QP's own Q_Key
 
+	teardown func(*Conn) error // Options.Teardown, armed once Setup succeeded
+
 	mu           sync.Mutex
 	connected    bool // a DREQ is due on Close
 	closed       bool
@@ -154,6 +156,47 @@ func (c *Conn) Close() error {
 	c.mu.Unlock()
 	err := c.shutdown()
 	return errors.Join(err, c.release())
+}
+
+// setup runs o.Setup (op and the remote address name a failure) and, once
+// it succeeded, arms o.Teardown for fail.
+func (c *Conn) setup(o *Options, op string) error {
+	if o.Setup == nil {
+		return nil
+	}
+	if err := o.Setup(c); err != nil {
+		return fmt.Errorf("rdmacm: %s %s: setup: %w", op, c.remote, err)
+	}
+	c.teardown = o.Teardown
+	return nil
+}
+
+// undoSetup runs the armed Teardown, once.
+func (c *Conn) undoSetup() error {
+	f := c.teardown
+	c.teardown = nil
+	if f == nil {
+		return nil
+	}
+	if err := f(c); err != nil {
+		return fmt.Errorf("rdmacm: %s: teardown: %w", c.remote, err)
+	}
+	return nil
+}
+
+// fail ends a Dial or DialUD that failed with cause: the QP to ERROR (its
+// posted work flushed) and the DREQ if one is due, Teardown if Setup had
+// succeeded, then everything the connection holds. What fails on the way
+// is joined to cause.
+func (c *Conn) fail(cause error) error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	errs := []error{cause, c.shutdown()}
+	if c.udp && c.q != nil {
+		errs = append(errs, c.q.ToError())
+	}
+	return errors.Join(append(errs, c.undoSetup(), c.release())...)
 }
 
 // release destroys what the connection holds; fields still nil (a

@@ -2,6 +2,7 @@ package rdmacm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -45,7 +46,8 @@ func parseAddr(ctx context.Context, address string) (netip.AddrPort, error) {
 // rdma_resolve_route, ibv_alloc_pd / ibv_create_cq / rdma_create_qp (INIT
 // from rdma_init_qp_attr), o.Setup, rdma_connect, and on CONNECT_RESPONSE
 // INIT (the CM's access flags), RTR, RTS and the RTU. Every wait honours
-// ctx; on any failure everything built is released.
+// ctx; on any failure everything built is released before Dial returns,
+// after o.Teardown if Setup had succeeded.
 //
 // More than MaxPrivateDataREQ bytes of o.PrivateData are refused before
 // anything is sent (EINVAL). A refused connect is a *RejectError; a peer
@@ -61,8 +63,7 @@ func Dial(ctx context.Context, address string, o Options) (*Conn, error) {
 		return nil, err
 	}
 	if err := c.connectRC(ctx, &o); err != nil {
-		c.Close()
-		return nil, err
+		return nil, c.fail(err)
 	}
 	return c, nil
 }
@@ -75,8 +76,7 @@ func dialID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.PortS
 		return nil, err
 	}
 	if err := c.build(o, typ); err != nil {
-		c.release()
-		return nil, err
+		return nil, errors.Join(err, c.release())
 	}
 	return c, nil
 }
@@ -102,7 +102,7 @@ func resolveID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.Po
 	c := &Conn{ch: ch, uid: newUID(), udp: ps == uverbs.PortSpaceUDP}
 	defer func() {
 		if err != nil {
-			c.release()
+			err = errors.Join(err, c.release())
 		}
 	}()
 	if c.id, err = ch.CreateID(c.uid, ps, uverbs.QPType(typ)); err != nil {
@@ -145,10 +145,8 @@ func (c *Conn) connectRC(ctx context.Context, o *Options) error {
 			return err
 		}
 	}
-	if o.Setup != nil {
-		if err := o.Setup(c); err != nil {
-			return fmt.Errorf("rdmacm: dial %s: setup: %w", addr, err)
-		}
+	if err := c.setup(o, "dial"); err != nil {
+		return err
 	}
 	p := c.connParam(o, max(o.ResponderResources, 1), max(o.InitiatorDepth, 1))
 	if err := c.ch.Connect(c.id, p, uverbs.ECE{}); err != nil {

@@ -19,7 +19,10 @@
 // QP) and its CM id on an event channel of its own, so one connection's
 // unread events never delay another's. Its Close disconnects and releases
 // all of it. Options.Setup runs once the QP is in INIT, before anything is
-// sent: the place to register memory and post the first receives.
+// sent: the place to register memory and post the first receives. If the
+// connect then fails (a rejection, a deadline), Options.Teardown undoes
+// Setup before the QP, CQ and PD go (deregister its MRs there), and the
+// failed Dial or Accept leaves nothing behind.
 //
 // For callers who build their own queue pair, Listener.Request returns
 // the request (its private data, the peer's addresses and parameters) and

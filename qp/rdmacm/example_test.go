@@ -41,8 +41,13 @@ func Example() {
 			if buf, err = uverbs.NewBuffer(4096, uverbs.BufferOptions{}); err != nil {
 				return err
 			}
-			mr, err = c.PD().RegisterMR(buf, uverbs.AccessLocalWrite)
+			if mr, err = c.PD().RegisterMR(buf, uverbs.AccessLocalWrite); err != nil {
+				buf.Close()
+			}
 			return err
+		},
+		Teardown: func(*rdmacm.Conn) error { // the connect failed after Setup: before the PD goes
+			return errors.Join(mr.Close(), buf.Close())
 		},
 	})
 	if err != nil {
@@ -87,8 +92,11 @@ func serve(ctx context.Context, l *rdmacm.Listener) error {
 			return err
 		}
 		sge, _ := mr.SGE(0, 4096)
-		return c.QP().PostRecv([]qp.RecvWR{{ID: 1, SGEs: []uverbs.SGE{sge}}})
-	}})
+		if err = c.QP().PostRecv([]qp.RecvWR{{ID: 1, SGEs: []uverbs.SGE{sge}}}); err != nil {
+			mr.Close() // a failing Setup undoes itself
+		}
+		return err
+	}, Teardown: func(*rdmacm.Conn) error { return mr.Close() }})
 	if err != nil {
 		return err
 	}

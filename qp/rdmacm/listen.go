@@ -276,10 +276,9 @@ func (r *Request) reject(privateData []byte, forget bool) error {
 // Accept builds a PD, CQ and QP on the request's device as o says, takes
 // the QP to INIT (rdma_create_qp), runs o.Setup, then RTR and RTS with the
 // CM's attributes and accepts (rdma_accept), and waits for ESTABLISHED
-// (the requester's RTU). On failure the request is rejected and everything
-// built released; when the failure comes after the accept went out (ctx
-// done before the RTU), the release finishes in the background once the
-// kernel lets go of the id, so Accept still returns at once.
+// (the requester's RTU). On failure the request is rejected (after the
+// REP, the REJ cancels it), o.Teardown runs if Setup had succeeded, and
+// everything built is released before Accept returns.
 func (r *Request) Accept(ctx context.Context, o Options) (*Conn, error) {
 	return r.accept(ctx, &o, nil)
 }
@@ -288,7 +287,9 @@ func (r *Request) Accept(ctx context.Context, o Options) (*Conn, error) {
 // INIT): it moves it through INIT, RTR and RTS with the CM's attributes
 // and accepts. The Conn does not own q (nor its CQs and PD): its Close
 // moves q to ERROR and disconnects. Close q, its CQs and PD after the
-// Conn's Disconnect and before its Close (see Context).
+// Conn's Disconnect and before its Close (see Context). On failure the
+// request is rejected, q is left in ERROR (still the caller's) and
+// o.Teardown runs if Setup had succeeded.
 func (r *Request) AcceptQP(ctx context.Context, q *qp.QP, o Options) (*Conn, error) {
 	if q == nil {
 		return nil, fmt.Errorf("rdmacm: accept: nil QP: %w", unix.EINVAL)
@@ -313,19 +314,17 @@ func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (_ *Conn, er
 	}
 	defer func() {
 		if err != nil {
-			if c.q != nil && !c.udp {
+			if c.q != nil {
 				c.q.ToError()
 			}
-			c.ch.Reject(c.id, 0, nil)
-			if c.connected {
-				// The REP is out: the kernel's DESTROY_ID waits until
-				// the REP's retries end (about a minute on 6.1 and 6.12;
-				// TestCMAcceptDeadline), so the release goes on in
-				// the background and ctx is honoured.
-				go c.release()
-				return
+			if !c.connected {
+				c.ch.Reject(c.id, 0, nil)
 			}
-			c.release()
+			// Once the REP is out, DESTROY_ID itself cancels the REP's
+			// retries and sends the REJ. A REJECT first would leave the
+			// REP retrying (the id in TIMEWAIT), and DESTROY_ID would
+			// wait for its last retry: 69 s on 6.1.
+			err = errors.Join(err, c.undoSetup(), c.release())
 		}
 	}()
 	if err := ctx.Err(); err != nil {
@@ -347,10 +346,8 @@ func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (_ *Conn, er
 			return nil, err
 		}
 	}
-	if o.Setup != nil {
-		if err := o.Setup(c); err != nil {
-			return nil, fmt.Errorf("rdmacm: accept %s: setup: %w", addr, err)
-		}
+	if err := c.setup(o, "accept"); err != nil {
+		return nil, err
 	}
 	resp, init := r.depths(o)
 	if err := toStateFromCM(c.ch, c.id, c.q, qp.StateInit, nil); err != nil {

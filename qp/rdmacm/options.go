@@ -54,10 +54,20 @@ type Options struct {
 	Backlog int
 	// Setup, if set, runs when the connection's QP is in INIT and nothing
 	// has been sent: register memory, post the first receives. An error
-	// aborts the connect (Dial) or rejects the request (Accept). What
-	// Setup built stays the caller's: release it when the connect fails
-	// after Setup ran (a rejection, a deadline), before the PD goes.
+	// aborts the connect (Dial) or rejects the request (Accept); a Setup
+	// that fails releases what it built itself. What Setup built stays
+	// the caller's: after a successful connect, release it before
+	// Conn.Close (an MR keeps the PD busy).
 	Setup func(*Conn) error
+	// Teardown, if set, undoes Setup when the connect fails after Setup
+	// returned nil (a rejection, a deadline, ctx cancelled): it runs once,
+	// with the QP processing nothing (in ERROR, its posted work flushed;
+	// a ConnectQP QP refused before its RTR may still be in INIT), before
+	// the QP, CQ and PD are destroyed, so that the MRs Setup registered
+	// can be deregistered first; the caller never sees this Conn. It
+	// never runs after a successful connect, nor when Setup failed. Its
+	// error is joined to the connect's.
+	Teardown func(*Conn) error
 }
 
 // Private data limits of the CM messages over RoCE and InfiniBand (the

@@ -2,6 +2,7 @@ package rdmacm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -69,9 +70,9 @@ func (r *Route) RemoteAddr() netip.AddrPort { return r.c.remote }
 // CQs and PD after Conn.Disconnect and before Conn.Close.
 //
 // A Route connects once: a second ConnectQP returns ErrClosed. On failure
-// (a rejection, ctx done) q is left in INIT or ERROR, the CM id is
-// destroyed, and the Route still holds the device context: close q and
-// what it built, then Route.Close.
+// (a rejection, ctx done) o.Teardown runs if Setup had succeeded, q is
+// left in INIT or ERROR, the CM id is destroyed, and the Route still holds
+// the device context: close q and what it built, then Route.Close.
 func (r *Route) ConnectQP(ctx context.Context, q *qp.QP, o Options) (*Conn, error) {
 	if q == nil {
 		return nil, fmt.Errorf("rdmacm: connect: nil QP: %w", unix.EINVAL)
@@ -89,12 +90,10 @@ func (r *Route) ConnectQP(ctx context.Context, q *qp.QP, o Options) (*Conn, erro
 	c := r.c
 	c.q = q
 	if err := ctx.Err(); err != nil {
-		c.releaseCM()
-		return nil, fmt.Errorf("rdmacm: connect %s: %w", r.c.remote, err)
+		return nil, errors.Join(fmt.Errorf("rdmacm: connect %s: %w", r.c.remote, err), c.releaseCM())
 	}
 	if err := c.connectRC(ctx, &o); err != nil {
-		c.releaseCM()
-		return nil, err
+		return nil, errors.Join(err, c.undoSetup(), c.releaseCM())
 	}
 	r.mu.Lock()
 	r.done = true // the Conn holds the device now

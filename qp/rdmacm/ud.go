@@ -15,7 +15,8 @@ import (
 // towards it. The QP goes through INIT (the CM's P_Key index, port and
 // Q_Key), RTR and RTS before the request, as librdmacm's rdma_create_qp
 // does for UD ids; o.Setup runs after that, so receives are posted before
-// anything is sent.
+// anything is sent. On failure o.Teardown runs (if Setup had succeeded)
+// and everything built is released, as for Dial.
 func DialUD(ctx context.Context, address string, o Options) (*Conn, error) {
 	dst, err := parseAddr(ctx, address)
 	if err != nil {
@@ -26,8 +27,7 @@ func DialUD(ctx context.Context, address string, o Options) (*Conn, error) {
 		return nil, err
 	}
 	if err := c.connectUD(ctx, &o); err != nil {
-		c.Close()
-		return nil, err
+		return nil, c.fail(err)
 	}
 	return c, nil
 }
@@ -78,10 +78,8 @@ func (c *Conn) connectUD(ctx context.Context, o *Options) error {
 	if err := c.activateUD(); err != nil {
 		return err
 	}
-	if o.Setup != nil {
-		if err := o.Setup(c); err != nil {
-			return fmt.Errorf("rdmacm: dial %s: setup: %w", addr, err)
-		}
+	if err := c.setup(o, "dial"); err != nil {
+		return err
 	}
 	if err := c.ch.Connect(c.id, uverbs.ConnParam{QPNum: c.q.Num(), PrivateData: o.PrivateData}, uverbs.ECE{}); err != nil {
 		return wrapStep("connect", addr, err)
@@ -112,10 +110,8 @@ func (c *Conn) acceptUD(o *Options) error {
 	if err := c.activateUD(); err != nil {
 		return err
 	}
-	if o.Setup != nil {
-		if err := o.Setup(c); err != nil {
-			return fmt.Errorf("rdmacm: accept %s: setup: %w", addr, err)
-		}
+	if err := c.setup(o, "accept"); err != nil {
+		return err
 	}
 	p := uverbs.ConnParam{QPNum: c.q.Num(), QKey: c.qkey, PrivateData: o.PrivateData}
 	if err := c.ch.Accept(c.id, c.uid, &p, uverbs.ECE{}); err != nil {

@@ -73,9 +73,15 @@ const (
 )
 
 // setup registers the message buffer on the connection's PD and posts
-// the first receive: Options.Setup, before the connection is made.
-func (x *cmExchanger) setup(c *rdmacm.Conn) error {
-	var err error
+// the first receive: Options.Setup, before the connection is made. On
+// failure it releases what it made; teardown (Options.Teardown) releases
+// it when the connect fails afterwards, before the PD goes.
+func (x *cmExchanger) setup(c *rdmacm.Conn) (err error) {
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, x.releaseBuffer())
+		}
+	}()
 	if x.buf, err = uverbs.NewBuffer(128, uverbs.BufferOptions{}); err != nil {
 		return err
 	}
@@ -90,6 +96,8 @@ func (x *cmExchanger) setup(c *rdmacm.Conn) error {
 	return c.QP().PostRecv(x.recv[:])
 }
 
+func (x *cmExchanger) teardown(*rdmacm.Conn) error { return x.releaseBuffer() }
+
 var cmOptions = rdmacm.Options{Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
 
 // dialCM connects the exchange to the server, retrying while it does not
@@ -97,7 +105,7 @@ var cmOptions = rdmacm.Options{Cap: qp.Cap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSG
 func dialCM(host string, port int, src string) (*cmExchanger, error) {
 	x := &cmExchanger{client: true, timeout: exchangeTimeout}
 	o := cmOptions
-	o.Setup = x.setup
+	o.Setup, o.Teardown = x.setup, x.teardown
 	if src != "" {
 		a, err := parseIP(src)
 		if err != nil {
@@ -114,7 +122,6 @@ func dialCM(host string, port int, src string) (*cmExchanger, error) {
 		if err == nil {
 			return x, nil
 		}
-		x.releaseBuffer()
 		time.Sleep(100 * time.Millisecond)
 	}
 	return nil, fmt.Errorf("Unable to perform rdma_client function: %w", err)
@@ -125,28 +132,29 @@ func dialCM(host string, port int, src string) (*cmExchanger, error) {
 func acceptCM(port int) (*cmExchanger, error) {
 	x := &cmExchanger{timeout: exchangeTimeout}
 	o := cmOptions
-	o.Setup = x.setup
+	o.Setup, o.Teardown = x.setup, x.teardown
 	l, err := rdmacm.Listen(context.Background(), "0.0.0.0:"+strconv.Itoa(port), o)
 	if err != nil {
 		return nil, fmt.Errorf("Couldn't listen on port %d (rdma_cm): %w", port, err)
 	}
 	defer l.Close()
 	if x.conn, err = l.Accept(context.Background()); err != nil {
-		x.releaseBuffer()
 		return nil, fmt.Errorf("rdma_accept failed: %w", err)
 	}
 	return x, nil
 }
 
-func (x *cmExchanger) releaseBuffer() {
+func (x *cmExchanger) releaseBuffer() error {
+	var errs []error
 	if x.mr != nil {
-		x.mr.Close()
+		errs = append(errs, x.mr.Close())
 		x.mr = nil
 	}
 	if x.buf != nil {
-		x.buf.Close()
+		errs = append(errs, x.buf.Close())
 		x.buf = nil
 	}
+	return errors.Join(errs...)
 }
 
 // poll waits for a completion of the wanted kind (a receive, or else a
@@ -269,7 +277,7 @@ func (t *tool) connectCM() (*rdmacm.Conn, error) {
 	var h *udHello
 	if !o.test.bw || o.duplex {
 		h = &udHello{server: o.server == ""}
-		co.Setup = h.setup
+		co.Setup, co.Teardown = h.setup, h.teardown
 		defer h.release()
 	}
 	var conn *rdmacm.Conn
@@ -310,7 +318,6 @@ func (t *tool) connectCM() (*rdmacm.Conn, error) {
 			if err == nil {
 				break
 			}
-			h.release() // Setup's, on the failed attempt's PD
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
@@ -457,9 +464,15 @@ type udHello struct {
 }
 
 // setup registers the message's buffer on the connection's PD and, on the
-// server, posts the receive: Options.Setup.
-func (h *udHello) setup(c *rdmacm.Conn) error {
-	var err error
+// server, posts the receive: Options.Setup. On failure it releases what
+// it made; teardown (Options.Teardown) releases it when the connect fails
+// afterwards, before the PD goes.
+func (h *udHello) setup(c *rdmacm.Conn) (err error) {
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, h.release())
+		}
+	}()
 	if h.buf, err = uverbs.NewBuffer(128, uverbs.BufferOptions{}); err != nil {
 		return err
 	}
@@ -529,17 +542,21 @@ func (h *udHello) wait(c *rdmacm.Conn) (cq.WC, error) {
 	return wc[0], fmt.Errorf("no completion in %v", exchangeTimeout)
 }
 
+func (h *udHello) teardown(*rdmacm.Conn) error { return h.release() }
+
 // release frees the message's MR and buffer (nil-safe, idempotent).
-func (h *udHello) release() {
+func (h *udHello) release() error {
 	if h == nil {
-		return
+		return nil
 	}
+	var errs []error
 	if h.mr != nil {
-		h.mr.Close()
+		errs = append(errs, h.mr.Close())
 		h.mr = nil
 	}
 	if h.buf != nil {
-		h.buf.Close()
+		errs = append(errs, h.buf.Close())
 		h.buf = nil
 	}
+	return errors.Join(errs...)
 }

@@ -64,8 +64,8 @@ func dialSender(ctx context.Context, o *options) (s *sender, err error) {
 		return s, fmt.Errorf("rdma cm connect %s from %v: %w", addr, src, err)
 	}
 	s.cm, s.qp, s.cq = c, c.QP(), c.CQ()
-	// Registered once connected, not in Options.Setup: an MR on Dial's PD
-	// would keep a failed Dial from releasing it. Nothing is sent before.
+	// Registered once connected: the sender posts no receive, so nothing
+	// needs the MR before (no Options.Setup, hence no Teardown).
 	if s.mr, err = c.PD().RegisterMR(s.buf, uverbs.AccessLocalWrite); err != nil {
 		return s, fmt.Errorf("register the send buffer: %w", err)
 	}

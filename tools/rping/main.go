@@ -197,9 +197,18 @@ func (r *rping) setup(c *rdmacm.Conn) error {
 	return r.buffers(c.PD())
 }
 
-// buffers allocates and registers the buffers on pd and posts the receive.
-func (r *rping) buffers(pd *uverbs.PD) error {
-	var err error
+// teardown is Options.Teardown: a connect that failed after setup
+// releases the buffers before the QP, CQ and PD go.
+func (r *rping) teardown(*rdmacm.Conn) error { return r.release() }
+
+// buffers allocates and registers the buffers on pd and posts the
+// receive; on failure it releases what it made.
+func (r *rping) buffers(pd *uverbs.PD) (err error) {
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, r.release())
+		}
+	}()
 	if r.buf, err = uverbs.NewBuffer(offRDMA+2*r.o.size, uverbs.BufferOptions{}); err != nil {
 		return err
 	}
@@ -210,17 +219,20 @@ func (r *rping) buffers(pd *uverbs.PD) error {
 	return r.postRecv()
 }
 
-// release deregisters and frees the buffers, then closes what -q built;
-// it runs before the connection's Close (the PD must be idle by then).
-func (r *rping) release() {
+// release deregisters and frees the buffers; it runs before the
+// connection's Close and before -q's closeOwn (the PD must be idle by
+// then).
+func (r *rping) release() error {
+	var errs []error
 	if r.mr != nil {
-		r.mr.Close()
+		errs = append(errs, r.mr.Close())
 		r.mr = nil
 	}
 	if r.buf != nil {
-		r.buf.Close()
+		errs = append(errs, r.buf.Close())
 		r.buf = nil
 	}
+	return errors.Join(errs...)
 }
 
 func (r *rping) sge(off, n int) uverbs.SGE {
@@ -332,6 +344,7 @@ func (r *rping) options(setup func(*rdmacm.Conn) error) rdmacm.Options {
 		RetryCount:         7,
 		RNRRetryCount:      7,
 		Setup:              setup,
+		Teardown:           r.teardown,
 	}
 }
 
@@ -384,9 +397,6 @@ func (r *rping) dial(ctx context.Context) error {
 		c, err = r.dialOwnQP(ctx, o)
 	} else {
 		c, err = rdmacm.Dial(ctx, hostPort(r.o.addr, r.o.port), o)
-		if err != nil {
-			r.release()
-		}
 	}
 	if err != nil {
 		return err
@@ -423,8 +433,7 @@ func (r *rping) dialOwnQP(ctx context.Context, o rdmacm.Options) (*rdmacm.Conn, 
 	}
 	c, err := rt.ConnectQP(ctx, r.q, o)
 	if err != nil {
-		r.release()
-		r.closeOwn(nil)
+		r.closeOwn(nil) // Teardown released the buffers
 		rt.Close()
 		return nil, err
 	}
@@ -550,7 +559,6 @@ func (r *rping) serve(ctx context.Context) error {
 			c, err = req.Accept(ctx, r.options(r.setup))
 		}
 		if err != nil {
-			r.release()
 			if ctx.Err() != nil {
 				return err
 			}
@@ -586,8 +594,7 @@ func (r *rping) acceptOwnQP(ctx context.Context, req *rdmacm.Request) (*rdmacm.C
 	}
 	c, err := req.AcceptQP(ctx, r.q, o)
 	if err != nil {
-		r.release()
-		r.closeOwn(nil)
+		r.closeOwn(nil) // Teardown released the buffers
 		return nil, err
 	}
 	return c, nil
