@@ -441,6 +441,9 @@ func (r *bwRun) bidirectional() error {
 	if o.noPeak {
 		r.times.posted[0] = now()
 	}
+	// With -R one CQ takes sends and receives: pollRecvs may complete a
+	// send before pollSends has ever set the total.
+	r.tot = tot
 	first := func() {
 		if !sending {
 			sending = true
