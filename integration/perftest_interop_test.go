@@ -363,6 +363,11 @@ func TestPerftestInteropRDMACM(t *testing.T) {
 		{tool: "ib_send_bw", args: []string{"-R", "-c", "UD", "-s", "512", "-n", "200"}, cliExtra: src, size: 512, iters: 200},
 		{tool: "ib_send_bw", args: []string{"-R", "-b", "-c", "UD", "-s", "512", "-n", "200"}, cliExtra: src, size: 512, iters: 200},
 		{tool: "ib_send_lat", args: []string{"-R", "-c", "UD", "-s", "64", "-n", "200"}, cliExtra: src, size: 64, iters: 200, lat: true},
+		// -q 2 on UD: a SIDR exchange per QP (ResolveUD, Route.ConnectQP
+		// and Request.AcceptQP on the Go end's own QPs), with -b a
+		// hello per QP.
+		{tool: "ib_send_bw", args: []string{"-R", "-c", "UD", "-q", "2", "-s", "512", "-n", "100"}, cliExtra: src, size: 512, iters: 200},
+		{tool: "ib_send_bw", args: []string{"-R", "-b", "-c", "UD", "-q", "2", "-s", "512", "-n", "100"}, cliExtra: src, size: 512, iters: 200},
 	})
 }
 

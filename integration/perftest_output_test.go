@@ -81,6 +81,7 @@ func TestPerftestOutputMatchesC(t *testing.T) {
 		{"ib_write_bw", []string{"-R", "-s", "4096", "-n", "100"}},
 		{"ib_read_lat", []string{"-R", "-n", "100"}},
 		{"ib_send_lat", []string{"-R", "-c", "UD", "-n", "100"}},
+		{"ib_send_bw", []string{"-R", "-b", "-c", "UD", "-q", "2", "-s", "512", "-n", "100"}},
 		{"ib_read_bw", []string{"-o", "4", "-e", "-s", "1024", "-n", "100"}},
 		{"ib_atomic_bw", []string{"-A", "CMP_AND_SWAP", "-n", "100"}},
 		{"ib_send_lat", []string{"-n", "100"}},

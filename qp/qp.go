@@ -100,6 +100,10 @@ func (c Cap) withDefaults() Cap {
 // Num is the QP number peers address.
 func (q *QP) Num() uint32 { return q.num }
 
+// PD is the protection domain the QP was created in: a UD QP's address
+// handles and the memory its work requests name must be in it.
+func (q *QP) PD() *uverbs.PD { return q.core.Verbs().PD() }
+
 // SRQ is the shared receive queue the QP was created on, or nil.
 func (q *QP) SRQ() *SRQ { return q.srq }
 

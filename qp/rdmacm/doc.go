@@ -31,7 +31,8 @@
 // private data. On the active side Resolve returns a Route (address and
 // route resolved, the device context it leaves from); Route.ConnectQP
 // connects the caller's QP built there, with librdmacm's transitions for it
-// (rdma_init_qp_attr, rdma_establish).
+// (rdma_init_qp_attr, rdma_establish). ResolveUD and ListenUD do the same
+// for a caller's UD QP (a SIDR exchange).
 //
 // Every blocking step takes a context and stops when it is done. A
 // rejected connect is a *RejectError with the reason and the peer's

@@ -199,6 +199,111 @@ func ExampleResolve() {
 	// accepted "B"
 }
 
+// A UD QP of the caller's own on the active side (ResolveUD, then
+// Route.ConnectQP): the SIDR reply gives the server's QPN, its Q_Key and
+// an address handle, made in the QP's PD, and the first datagram lands in
+// the receive the server posted in Setup.
+func ExampleResolveUD() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var rbuf *uverbs.Buffer
+	var rmr *uverbs.MR
+	l, err := rdmacm.ListenUD(ctx, "10.99.0.1:7473", rdmacm.Options{Setup: func(c *rdmacm.Conn) error {
+		var err error
+		if rbuf, err = uverbs.NewBuffer(4096, uverbs.BufferOptions{}); err != nil {
+			return err
+		}
+		if rmr, err = c.PD().RegisterMR(rbuf, uverbs.AccessLocalWrite); err != nil {
+			return err
+		}
+		sge, _ := rmr.SGE(0, qp.GRHLen+64) // a UD receive starts with the GRH
+		return c.QP().PostRecv([]qp.RecvWR{{SGEs: []uverbs.SGE{sge}}})
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan *rdmacm.Conn, 1)
+	go func() {
+		defer close(accepted)
+		if c, err := l.Accept(ctx); err == nil {
+			accepted <- c
+		}
+	}()
+
+	rt, err := rdmacm.ResolveUD(ctx, "10.99.0.1:7473", rdmacm.Options{Source: netip.MustParseAddr("10.99.0.2")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rt.Close() // a no-op once connected
+	dev := rt.Context()
+	pd, err := dev.AllocPD()
+	if err != nil {
+		log.Fatal(err)
+	}
+	scq, err := cq.New(dev, 16, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	q, err := qp.New(pd, qp.InitAttr{Type: qp.UD, SendCQ: scq, RecvCQ: scq})
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := rt.ConnectQP(ctx, q, rdmacm.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv, ok := <-accepted
+	if !ok {
+		log.Fatal("accept failed")
+	}
+	r := c.Remote()
+	fmt.Println("server's QPN from the SIDR reply:", r.QPN == srv.QP().Num())
+
+	buf, err := uverbs.NewBuffer(4096, uverbs.BufferOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	mr, err := pd.RegisterMR(buf, uverbs.AccessLocalWrite)
+	if err != nil {
+		log.Fatal(err)
+	}
+	copy(buf.Bytes(), "datagram")
+	sge, _ := mr.SGE(0, 8)
+	if err := q.PostSend([]qp.SendWR{{ID: 1, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []uverbs.SGE{sge},
+		AH: r.AH, RemoteQPN: r.QPN, RemoteQKey: r.QKey}}); err != nil {
+		log.Fatal(err)
+	}
+	var wc [1]cq.WC
+	for _, on := range []*cq.CQ{srv.CQ(), scq} {
+		for n := 0; n == 0; {
+			if n, err = on.Poll(wc[:]); err != nil {
+				log.Fatal(err)
+			}
+		}
+		if wc[0].Status != cq.Success {
+			log.Fatal(wc[0].Status)
+		}
+		if on == srv.CQ() {
+			d, _ := qp.ParseDatagram(&wc[0], rbuf.Bytes())
+			fmt.Printf("received %q from the client's QP: %v\n", d.Payload, d.SrcQP == q.Num())
+		}
+	}
+	// The Conn's address handle is in pd: the Conn closes before it.
+	mr.Close()
+	q.Close()
+	scq.Close()
+	c.Close()
+	pd.Close()
+	buf.Close()
+	rmr.Close()
+	srv.Close()
+	rbuf.Close()
+	// Output:
+	// server's QPN from the SIDR reply: true
+	// received "datagram" from the client's QP: true
+}
+
 // A refused connect is a *RejectError: the reason, the peer's private
 // data, and errors.Is matches ECONNREFUSED.
 func ExampleRejectError() {

@@ -284,7 +284,8 @@ func (r *Request) Accept(ctx context.Context, o Options) (*Conn, error) {
 }
 
 // AcceptQP accepts with a QP the caller built on Context() (RC, in RESET or
-// INIT): it moves it through INIT, RTR and RTS with the CM's attributes
+// INIT; UD in RESET for a ListenUD listener, a SIDR reply, RTS after Close):
+// it moves it through INIT, RTR and RTS with the CM's attributes
 // and accepts. The Conn does not own q (nor its CQs and PD): its Close
 // moves q to ERROR and disconnects. Close q, its CQs and PD after the
 // Conn's Disconnect and before its Close (see Context). On failure the

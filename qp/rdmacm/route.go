@@ -45,6 +45,21 @@ func Resolve(ctx context.Context, address string, o Options) (*Route, error) {
 	return &Route{c: c, ctx: c.dev.ctx}, nil
 }
 
+// ResolveUD is Resolve in RDMA CM's UDP port space (as for DialUD): the
+// Route's ConnectQP then takes a UD QP and sends a SIDR request, at most
+// MaxPrivateDataSIDRREQ bytes of o.PrivateData.
+func ResolveUD(ctx context.Context, address string, o Options) (*Route, error) {
+	dst, err := parseAddr(ctx, address)
+	if err != nil {
+		return nil, err
+	}
+	c, err := resolveID(ctx, dst, &o, uverbs.PortSpaceUDP, qp.UD)
+	if err != nil {
+		return nil, err
+	}
+	return &Route{c: c, ctx: c.dev.ctx}, nil
+}
+
 // Context is the device context the route leaves from: build the QP (and
 // its PD and CQs) for ConnectQP there. It stays open while the Route or
 // the Conn it became lives; the last of those to close may close it, and
@@ -69,16 +84,30 @@ func (r *Route) RemoteAddr() netip.AddrPort { return r.c.remote }
 // its CQs and PD. Its Close moves q to ERROR and disconnects; close q, its
 // CQs and PD after Conn.Disconnect and before Conn.Close.
 //
+// On a ResolveUD route q is a UD QP in RESET, and ConnectQP is DialUD's
+// connect: INIT with the CM's attributes, RTR, RTS, o.Setup, the SIDR
+// request with q's number; Conn.Remote gives the peer's QPN and Q_Key and
+// an address handle the Conn owns, made in q.PD(): close the Conn before
+// that PD.
+//
 // A Route connects once: a second ConnectQP returns ErrClosed. On failure
 // (a rejection, ctx done) o.Teardown runs if Setup had succeeded, q is
-// left in INIT or ERROR, the CM id is destroyed, and the Route still holds
-// the device context: close q and what it built, then Route.Close.
+// left in INIT or ERROR (a UD QP in ERROR), the CM id is destroyed, and
+// the Route still holds the device context: close q and what it built,
+// then Route.Close.
 func (r *Route) ConnectQP(ctx context.Context, q *qp.QP, o Options) (*Conn, error) {
 	if q == nil {
 		return nil, fmt.Errorf("rdmacm: connect: nil QP: %w", unix.EINVAL)
 	}
-	if len(o.PrivateData) > MaxPrivateDataREQ {
-		return nil, fmt.Errorf("rdmacm: connect %s: %d bytes of private data, a REQ carries %d: %w", r.c.remote, len(o.PrivateData), MaxPrivateDataREQ, unix.EINVAL)
+	if ud := q.Type() == qp.UD; ud != r.c.udp {
+		return nil, fmt.Errorf("rdmacm: connect %s: a %v QP on a route of the other port space (Resolve for RC, ResolveUD for UD): %w", r.c.remote, q.Type(), unix.EINVAL)
+	}
+	maxData := MaxPrivateDataREQ
+	if r.c.udp {
+		maxData = MaxPrivateDataSIDRREQ
+	}
+	if len(o.PrivateData) > maxData {
+		return nil, fmt.Errorf("rdmacm: connect %s: %d bytes of private data, a REQ carries %d: %w", r.c.remote, len(o.PrivateData), maxData, unix.EINVAL)
 	}
 	r.mu.Lock()
 	if r.used || r.done {
@@ -92,8 +121,18 @@ func (r *Route) ConnectQP(ctx context.Context, q *qp.QP, o Options) (*Conn, erro
 	if err := ctx.Err(); err != nil {
 		return nil, errors.Join(fmt.Errorf("rdmacm: connect %s: %w", r.c.remote, err), c.releaseCM())
 	}
-	if err := c.connectRC(ctx, &o); err != nil {
-		return nil, errors.Join(err, c.undoSetup(), c.releaseCM())
+	connect := c.connectRC
+	if c.udp {
+		connect = c.connectUD
+	}
+	if err := connect(ctx, &o); err != nil {
+		var qerr error
+		if c.udp {
+			// Teardown finds it processing nothing, as a failed RC
+			// connect leaves it.
+			qerr = q.ToError()
+		}
+		return nil, errors.Join(err, qerr, c.undoSetup(), c.releaseCM())
 	}
 	r.mu.Lock()
 	r.done = true // the Conn holds the device now

@@ -264,87 +264,20 @@ func (t *tool) cmTestOptions() rdmacm.Options {
 	return co
 }
 
-// connectCM makes the test's UD connection over RDMA CM (-R -c UD,
-// create_rdma_cm_connection): a record exchange, the client's SIDR
-// request to the server listening on the same port, another exchange.
-// The QP, its CQ (one for sends and receives) and its PD come from the
-// connection.
-func (t *tool) connectCM() (*rdmacm.Conn, error) {
-	o := t.o
-	co := t.cmTestOptions()
-	co.Cap = qp.Cap{MaxSendWR: uint32(o.txDepth), MaxRecvWR: uint32(max(o.rxDepth, 1)), MaxSendSGE: 1, MaxRecvSGE: 1}
-	co.CQE, co.CompChannel = o.txDepth+max(o.rxDepth, 1), o.events
-	var h *udHello
-	if !o.test.bw || o.duplex {
-		h = &udHello{server: o.server == ""}
-		co.Setup, co.Teardown = h.setup, h.teardown
-		defer h.release()
-	}
-	var conn *rdmacm.Conn
-	var err error
-	var l *rdmacm.Listener
-	if o.server == "" {
-		// Listen before the exchange that lets the client connect: a C
-		// client retries for only about a second (10 x 100 ms), which a
-		// listen after the exchange can miss on a slow machine (seen:
-		// REJECTED, reason 8, no listener).
-		if l, err = rdmacm.ListenUD(context.Background(), "0.0.0.0:"+strconv.Itoa(o.port), co); err != nil {
-			return nil, fmt.Errorf("Failed to create RDMA CM connection: %w", err)
-		}
-	}
-	// perftest's records here are its uninitialised my_dest: zeros.
-	if _, err := t.s.handShake(dest{}); err != nil {
-		if l != nil {
-			l.Close()
-		}
-		return nil, err
-	}
-	if o.server == "" {
-		ctx, cancel := context.WithTimeout(context.Background(), exchangeTimeout)
-		conn, err = l.Accept(ctx)
-		cancel()
-		l.Close()
-	} else {
-		if o.sourceIP != "" {
-			if co.Source, err = parseIP(o.sourceIP); err != nil {
-				return nil, err
-			}
-		}
-		addr := net.JoinHostPort(o.server, strconv.Itoa(o.port))
-		for try := 0; try < 10; try++ {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			conn, err = rdmacm.DialUD(ctx, addr, co)
-			cancel()
-			if err == nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("Failed to create RDMA CM connection: %w", err)
-	}
-	if h != nil {
-		if err := h.trade(conn); err != nil {
-			return nil, errors.Join(err, conn.Close())
-		}
-	}
-	if _, err := t.s.handShake(dest{}); err != nil {
-		return nil, errors.Join(err, conn.Close())
-	}
-	return conn, nil
-}
-
-// connectCMQPs connects the test's RC QPs over RDMA CM (-R,
+// connectCMQPs connects the test's QPs over RDMA CM (-R,
 // create_rdma_cm_connection), one CM connection per QP as perftest makes
-// them: a record exchange; the server, listening on the same port, takes
-// -q requests and accepts each with the next QP; the client resolves,
-// connects QP i and only then QP i+1; another exchange. build makes the
-// end (one PD, CQs and MR for every QP, as without -R) on the device the
-// first request or route arrived on; every later one must share it.
+// them: a record exchange; the server, listening on the same port (for
+// UD in the UDP port space), takes -q requests and accepts each with the
+// next QP; the client resolves, connects QP i and only then QP i+1;
+// another exchange. build makes the end (one PD, CQs and MR for every QP,
+// as without -R) on the device the first request or route arrived on;
+// every later one must share it. On UD, latency tests and -b add
+// perftest's hello to each connection (see sendHello).
 func (t *tool) connectCMQPs(build func(*uverbs.Context) (*end, error)) (e *end, err error) {
 	o := t.o
 	co := t.cmTestOptions()
+	ud := o.conn == qp.UD
+	hello := ud && (!o.test.bw || o.duplex)
 	defer func() {
 		if err != nil && e != nil {
 			err = errors.Join(err, e.Close())
@@ -364,12 +297,20 @@ func (t *tool) connectCMQPs(build func(*uverbs.Context) (*end, error)) (e *end, 
 		return nil
 	}
 	if o.server == "" {
-		// Listen before the exchange (see connectCM).
-		l, err := rdmacm.Listen(context.Background(), "0.0.0.0:"+strconv.Itoa(o.port), rdmacm.Options{Backlog: o.numQPs})
+		// Listen before the exchange that lets the client connect: a C
+		// client retries for only about a second (10 x 100 ms), which a
+		// listen after the exchange can miss on a slow machine (seen:
+		// REJECTED, reason 8, no listener).
+		listen := rdmacm.Listen
+		if ud {
+			listen = rdmacm.ListenUD
+		}
+		l, err := listen(context.Background(), "0.0.0.0:"+strconv.Itoa(o.port), rdmacm.Options{Backlog: o.numQPs})
 		if err != nil {
 			return nil, fmt.Errorf("Failed to create RDMA CM connection: %w", err)
 		}
 		defer l.Close()
+		// perftest's records here are its uninitialised my_dest: zeros.
 		if _, err := t.s.handShake(dest{}); err != nil {
 			return nil, err
 		}
@@ -383,11 +324,20 @@ func (t *tool) connectCMQPs(build func(*uverbs.Context) (*end, error)) (e *end, 
 			if err := own(r.Context()); err != nil {
 				return e, errors.Join(err, r.Reject(nil))
 			}
-			c, err := r.AcceptQP(ctx, e.qps[i], co)
+			ao := co
+			if hello {
+				ao.Setup = func(*rdmacm.Conn) error { return e.postHelloRecv(i) }
+			}
+			c, err := r.AcceptQP(ctx, e.qps[i], ao)
 			if err != nil {
 				return e, fmt.Errorf("Failed to create RDMA CM connection: %w", err)
 			}
 			e.conns = append(e.conns, c)
+			if hello {
+				if err := e.awaitHello(); err != nil {
+					return e, err
+				}
+			}
 		}
 	} else {
 		if o.sourceIP != "" {
@@ -405,7 +355,15 @@ func (t *tool) connectCMQPs(build func(*uverbs.Context) (*end, error)) (e *end, 
 			if err := t.dialQP(addr, co, own, &e, i); err != nil {
 				return e, err
 			}
+			if hello {
+				if err := e.sendHello(i, e.conns[i].Remote()); err != nil {
+					return e, err
+				}
+			}
 		}
+	}
+	if ud {
+		e.qkey = e.conns[0].QKey() // the port space's, on every QP
 	}
 	if _, err := t.s.handShake(dest{}); err != nil {
 		return e, err
@@ -418,13 +376,17 @@ func (t *tool) connectCMQPs(build func(*uverbs.Context) (*end, error)) (e *end, 
 // perftest does. A failed attempt's QP goes back to RESET for the next;
 // its Route stays in the end, holding the device, until the end closes.
 func (t *tool) dialQP(addr string, co rdmacm.Options, own func(*uverbs.Context) error, e **end, i int) error {
+	resolve := rdmacm.Resolve
+	if t.o.conn == qp.UD {
+		resolve = rdmacm.ResolveUD
+	}
 	var err error
 	for try := 0; try < 10; try++ {
 		if try > 0 {
 			time.Sleep(100 * time.Millisecond)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		r, rerr := rdmacm.Resolve(ctx, addr, co)
+		r, rerr := resolve(ctx, addr, co)
 		if rerr != nil {
 			cancel()
 			err = rerr
@@ -450,84 +412,71 @@ func (t *tool) dialQP(addr string, co rdmacm.Options, own func(*uverbs.Context) 
 	return fmt.Errorf("Failed to create RDMA CM connection: %w", err)
 }
 
-// udHello is -R's extra message on UD for latency and bidirectional
+// The hello is -R's extra message on UD for latency and bidirectional
 // tests (perftest's rdma_cm_send_ud_connection_parameters): the SIDR
 // reply tells the client the server's QP, but the server learns the
-// client's only from a SEND_WITH_IMM of the client's QPN, for which it
-// posts a receive (GRH and 4 bytes) before it accepts. This tool takes the
-// peer's QPN and GID from the address records instead, but sends and
-// consumes the message as C expects.
-type udHello struct {
-	server bool
-	buf    *uverbs.Buffer
-	mr     *uverbs.MR
+// client's only from a SEND_WITH_IMM of the client's QPN on each
+// connection, for which it posts a receive (GRH and 4 bytes) on the
+// connection's QP before it accepts, and which it waits for before it
+// takes the next request. This tool takes the peers' QPNs and GIDs from
+// the address records instead, but sends and consumes the message as C
+// expects. Its slot is QP i's send slice of the end's buffer, which the
+// test overwrites anyway.
+
+// helloSGE is QP i's hello slot, n bytes.
+func (e *end) helloSGE(i, n int) (uverbs.SGE, error) {
+	return e.mr.SGE(i*e.buffSize, n)
 }
 
-// setup registers the message's buffer on the connection's PD and, on the
-// server, posts the receive: Options.Setup. On failure it releases what
-// it made; teardown (Options.Teardown) releases it when the connect fails
-// afterwards, before the PD goes.
-func (h *udHello) setup(c *rdmacm.Conn) (err error) {
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, h.release())
-		}
-	}()
-	if h.buf, err = uverbs.NewBuffer(128, uverbs.BufferOptions{}); err != nil {
-		return err
+// postHelloRecv posts QP i's receive for the hello: AcceptQP's Setup.
+func (e *end) postHelloRecv(i int) error {
+	sge, err := e.helloSGE(i, udAddition+4)
+	if err == nil {
+		err = e.qps[i].PostRecv([]qp.RecvWR{{ID: 0, SGEs: []uverbs.SGE{sge}}})
 	}
-	if h.mr, err = c.PD().RegisterMR(h.buf, uverbs.AccessLocalWrite); err != nil {
-		return err
-	}
-	if !h.server {
-		return nil
-	}
-	sge, err := h.mr.SGE(0, udAddition+4)
 	if err != nil {
-		return err
-	}
-	if err := c.QP().PostRecv([]qp.RecvWR{{ID: 0, SGEs: []uverbs.SGE{sge}}}); err != nil {
 		return fmt.Errorf("Failed to post receive for RDMA CM UD request connection parameters: %w", err)
 	}
 	return nil
 }
 
-// trade sends the client's QPN (client) or waits for it (server).
-func (h *udHello) trade(c *rdmacm.Conn) error {
-	if h.server {
-		w, err := h.wait(c)
-		if err == nil && !w.Opcode.IsRecv() {
-			err = fmt.Errorf("opcode %v", w.Opcode)
-		}
-		if err != nil {
-			return fmt.Errorf("Failed to initialize UD connection parameters for RDMA CM: %w", err)
-		}
-		return nil
+// awaitHello waits for the client's hello on the receive CQ.
+func (e *end) awaitHello() error {
+	w, err := awaitOne(e.recvCQ)
+	if err == nil && !w.Opcode.IsRecv() {
+		err = fmt.Errorf("opcode %v", w.Opcode)
 	}
-	q := c.QP().Num()
-	binary.NativeEndian.PutUint32(h.buf.Bytes(), q)
-	sge, err := h.mr.SGE(0, 4)
+	if err != nil {
+		return fmt.Errorf("Failed to initialize UD connection parameters for RDMA CM: %w", err)
+	}
+	return nil
+}
+
+// sendHello sends QP i's number to the server's QP of its connection.
+func (e *end) sendHello(i int, r rdmacm.Remote) error {
+	q := e.qps[i]
+	sge, err := e.helloSGE(i, 4)
 	if err != nil {
 		return err
 	}
-	r := c.Remote()
-	wr := []qp.SendWR{{ID: 0, Opcode: qp.SendWithImm, Flags: qp.Signaled, Imm: q, SGEs: []uverbs.SGE{sge},
+	binary.NativeEndian.PutUint32(e.buf.Bytes()[i*e.buffSize:], q.Num())
+	wr := []qp.SendWR{{ID: 0, Opcode: qp.SendWithImm, Flags: qp.Signaled, Imm: q.Num(), SGEs: []uverbs.SGE{sge},
 		AH: r.AH, RemoteQPN: r.QPN, RemoteQKey: r.QKey}}
-	if err := c.QP().PostSend(wr); err != nil {
-		return fmt.Errorf("Failed to post send for RDMA CM UD send connection parameters: %w", err)
+	if err := q.PostSend(wr); err != nil {
+		return fmt.Errorf("Failed to post send for connection %d for RDMA CM UD send connection parameters: %w", i, err)
 	}
-	if _, err := h.wait(c); err != nil {
+	if _, err := awaitOne(e.sendCQ); err != nil {
 		return fmt.Errorf("Failed to send UD connection parameters to the remote node: %w", err)
 	}
 	return nil
 }
 
-// wait polls the connection's CQ for the message's completion.
-func (h *udHello) wait(c *rdmacm.Conn) (cq.WC, error) {
+// awaitOne polls c for one successful completion.
+func awaitOne(c *cq.CQ) (cq.WC, error) {
 	var wc [1]cq.WC
 	deadline := time.Now().Add(exchangeTimeout)
 	for time.Now().Before(deadline) {
-		n, err := c.CQ().Poll(wc[:])
+		n, err := c.Poll(wc[:])
 		if err != nil {
 			return wc[0], err
 		}
@@ -540,23 +489,4 @@ func (h *udHello) wait(c *rdmacm.Conn) (cq.WC, error) {
 		time.Sleep(50 * time.Microsecond)
 	}
 	return wc[0], fmt.Errorf("no completion in %v", exchangeTimeout)
-}
-
-func (h *udHello) teardown(*rdmacm.Conn) error { return h.release() }
-
-// release frees the message's MR and buffer (nil-safe, idempotent).
-func (h *udHello) release() error {
-	if h == nil {
-		return nil
-	}
-	var errs []error
-	if h.mr != nil {
-		errs = append(errs, h.mr.Close())
-		h.mr = nil
-	}
-	if h.buf != nil {
-		errs = append(errs, h.buf.Close())
-		h.buf = nil
-	}
-	return errors.Join(errs...)
 }

@@ -21,9 +21,9 @@
 // other parameters, or gone) ends with an error instead of hanging, and
 // every exchange with the peer is bounded by a minute while it is expected
 // to answer at once (PERFTEST_TIMEOUT, a Go duration, sets both limits).
-// -R runs the exchange and the test QP over RDMA CM (package qp/rdmacm),
-// for one RC QP (perftest refuses UC there; UD and -q > 1 are refused
-// here); -z only the exchange.
+// -R runs the exchange and the test QPs over RDMA CM (package qp/rdmacm),
+// one connection per QP, RC or UD (perftest refuses UC there); -z only
+// the exchange.
 //
 // For tests: PERFTEST_MALLOCS=1 reports each measured loop's heap
 // allocations, PERFTEST_TARGET=1 what the peer left in the target windows,

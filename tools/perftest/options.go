@@ -508,9 +508,6 @@ func (o *options) forceDependencies(stdout io.Writer) error {
 			return errExit
 		}
 		o.commRDMACM = true
-		if o.numQPs > 1 && o.conn == qp.UD {
-			return errors.New(" -R with more than one UD QP is not supported by this perftest")
-		}
 	}
 	if t.verb == verbSend && t.bw && o.server == "" && !o.duplex {
 		o.noPeak = true

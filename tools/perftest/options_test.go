@@ -94,20 +94,19 @@ func TestOptionRefusals(t *testing.T) {
 			t.Errorf("ib_send_bw %v: %v, want the UC/rdma_cm refusal", args, err)
 		}
 	}
-	// -R takes UD (over RDMA CM's UDP port space) and, on RC, more than
-	// one QP (one CM connection each, as C perftest); more than one UD QP
-	// it still refuses, with a message.
+	// -R takes UD (over RDMA CM's UDP port space) and more than one QP,
+	// RC or UD (one CM connection each, as C perftest).
 	if _, err := parseFor(t, "ib_send_lat", "-R", "-c", "UD"); err != nil {
 		t.Errorf("ib_send_lat -R -c UD: %v", err)
 	}
-	for _, name := range []string{"ib_send_bw", "ib_write_bw", "ib_read_bw"} {
-		o, err := parseFor(t, name, "-R", "-q", "2")
-		if err != nil || o.numQPs != 2 || !o.rdmaCM {
-			t.Errorf("%s -R -q 2: %v, want 2 QPs over RDMA CM", name, err)
+	for _, c := range [][]string{
+		{"ib_send_bw", "-R", "-q", "2"}, {"ib_write_bw", "-R", "-q", "2"}, {"ib_read_bw", "-R", "-q", "2"},
+		{"ib_send_bw", "-R", "-q", "2", "-c", "UD"}, {"ib_send_bw", "-R", "-b", "-q", "3", "-c", "UD"},
+	} {
+		o, err := parseFor(t, c[0], c[1:]...)
+		if err != nil || o.numQPs < 2 || !o.rdmaCM || !o.commRDMACM {
+			t.Errorf("%v: %v, want its QPs over RDMA CM", c, err)
 		}
-	}
-	if _, err := parseFor(t, "ib_send_bw", "-R", "-q", "2", "-c", "UD"); err == nil || errors.Is(err, errExit) {
-		t.Errorf("ib_send_bw -R -q 2 -c UD: %v, want this tool's refusal", err)
 	}
 	if _, err := parseFor(t, "ib_atomic_bw", "-s", "64"); !errors.Is(err, errExit) {
 		t.Errorf("ib_atomic_bw -s 64: %v, want a refusal", err)

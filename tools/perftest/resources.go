@@ -138,14 +138,11 @@ type end struct {
 	cycle    int // the agreed cycle buffer
 	line     int // the agreed cache line size
 	mtu      int // the agreed MTU enum
-	// cm is the RDMA CM connection whose PD, CQ and QP the end uses
-	// (-R with UD); it owns them, so Close leaves them to it.
-	cm *rdmacm.Conn
 	// on is the device context the objects are built on: the tool's, or
-	// with -R on RC the one the CM connections share.
+	// with -R the one the CM connections share.
 	on *uverbs.Context
-	// conns connect the QPs, one each (-R on RC); routes are the
-	// attempts that failed, kept for their hold of on until Close.
+	// conns connect the QPs, one each (-R); routes are the attempts that
+	// failed, kept for their hold of on until Close.
 	conns  []*rdmacm.Conn
 	routes []*rdmacm.Route
 	// qkey is the Q_Key UD sends carry: perftest's, or with -R the one
@@ -167,13 +164,8 @@ func inc(size, line int) int {
 // newEnd creates the objects in perftest's ctx_init order: the buffer
 // (two slices per QP: what it sends from, and its target window), the
 // channel for -e, PD, MR, CQs and QPs in RESET, on the device context on.
-// With an RDMA CM connection of its own QP (-R on UD) the MR goes on its
-// PD and its QP and CQ (one for sends and receives) are the end's.
-func newEnd(o *options, d *device, on *uverbs.Context, cm *rdmacm.Conn, cycle, line, mtu int) (e *end, err error) {
-	e = &end{o: o, d: d, on: on, cm: cm, cycle: cycle, line: line, mtu: mtu, buffSize: bufferSize(o.size, cycle), qkey: defQKey}
-	if cm != nil && o.conn == qp.UD {
-		e.qkey = cm.QKey()
-	}
+func newEnd(o *options, d *device, on *uverbs.Context, cycle, line, mtu int) (e *end, err error) {
+	e = &end{o: o, d: d, on: on, cycle: cycle, line: line, mtu: mtu, buffSize: bufferSize(o.size, cycle), qkey: defQKey}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, e.Close())
@@ -189,21 +181,14 @@ func newEnd(o *options, d *device, on *uverbs.Context, cm *rdmacm.Conn, cycle, l
 	for i := range b {
 		b[i] = byte(rand.Uint32())
 	}
-	if cm != nil {
-		e.ch, e.pd, e.sendCQ, e.recvCQ, e.qps = cm.CompChannel(), cm.PD(), cm.CQ(), cm.CQ(), []*qp.QP{cm.QP()}
-	}
-	if o.events && cm == nil {
+	if o.events {
 		if e.ch, err = cq.NewChannel(on); err != nil {
 			return e, fmt.Errorf("Couldn't create completion channel: %w", err)
 		}
-	}
-	if o.events && e.ch != nil {
 		e.events = newEventWaiter(e.ch)
 	}
-	if cm == nil {
-		if e.pd, err = on.AllocPD(); err != nil {
-			return e, fmt.Errorf("Couldn't allocate PD: %w", err)
-		}
+	if e.pd, err = on.AllocPD(); err != nil {
+		return e, fmt.Errorf("Couldn't allocate PD: %w", err)
 	}
 	access := uverbs.AccessLocalWrite
 	switch o.test.verb {
@@ -216,9 +201,6 @@ func newEnd(o *options, d *device, on *uverbs.Context, cm *rdmacm.Conn, cycle, l
 	}
 	if e.mr, err = e.pd.RegisterMR(e.buf, access); err != nil {
 		return e, fmt.Errorf("Couldn't allocate MR: %w", err)
-	}
-	if cm != nil {
-		return e, nil
 	}
 	tx := o.txDepth
 	rx := o.rxDepth
@@ -263,15 +245,17 @@ func (e *end) localDests() []dest {
 // RTS. UD QPs go to RTS and get an address handle towards the peer QP.
 func (e *end) connect(my, rem []dest) error {
 	o := e.o
-	if e.cm != nil {
-		// The CM took the QP to RTS; UD still needs its address handle.
+	if e.conns != nil {
+		// Each QP's connection took it to RTS; UD still needs the
+		// address handles.
 		if o.conn == qp.UD {
-			return e.newAH(rem[0])
+			for i := range e.qps {
+				if err := e.newAH(rem[i]); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
-	}
-	if e.conns != nil {
-		return nil // each QP's connection took it to RTS
 	}
 	toRTS := o.server != "" || o.duplex || !o.test.bw
 	for i, q := range e.qps {
@@ -343,26 +327,15 @@ func (e *end) newAH(rem dest) error {
 	return nil
 }
 
-// Close releases everything in reverse order of creation (of an -R end
-// on UD, the MR and the buffer: the connection owns the rest). The QPs'
-// CM connections disconnect first and close last: the last of them may
-// close the context the objects are on.
+// Close releases everything in reverse order of creation. The QPs' CM
+// connections disconnect first and close just before the PD, which holds
+// a UD connection's address handle (Conn.Remote); the last of them may
+// close the context the objects are on, and the PD and channel with it
+// (the exchange's connection, on the same device, usually keeps it open).
 func (e *end) Close() error {
 	var errs []error
 	for _, c := range e.conns {
 		errs = append(errs, c.Disconnect())
-	}
-	if e.cm != nil {
-		for _, ah := range e.ahs {
-			errs = append(errs, ah.Close())
-		}
-		if e.mr != nil {
-			errs = append(errs, e.mr.Close())
-		}
-		if e.buf != nil {
-			errs = append(errs, e.buf.Close())
-		}
-		return errors.Join(errs...)
 	}
 	for _, ah := range e.ahs {
 		errs = append(errs, ah.Close())
@@ -381,6 +354,9 @@ func (e *end) Close() error {
 	if e.mr != nil {
 		errs = append(errs, e.mr.Close())
 	}
+	for _, c := range e.conns {
+		errs = append(errs, c.Close())
+	}
 	if e.pd != nil {
 		errs = append(errs, e.pd.Close())
 	}
@@ -389,9 +365,6 @@ func (e *end) Close() error {
 	}
 	if e.buf != nil {
 		errs = append(errs, e.buf.Close())
-	}
-	for _, c := range e.conns {
-		errs = append(errs, c.Close())
 	}
 	for _, r := range e.routes {
 		errs = append(errs, r.Close())

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/qp"
-	"github.com/pureverbs/pureverbs/qp/rdmacm"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -32,7 +31,6 @@ type tool struct {
 	e      *end
 	my     []dest
 	rem    []dest
-	cm     *rdmacm.Conn // -R on UD: the test QP's connection
 }
 
 // runTest runs the test o describes and returns nil when it succeeded.
@@ -110,20 +108,12 @@ func runTest(o *options, stdout, stderr io.Writer) (err error) {
 		o.size = mtuBytes(mtu)
 	}
 	cycleSize, lineSize := max(int(cycle), pageSize), max(int(line), cacheLine)
-	switch {
-	case o.rdmaCM && o.conn == qp.UD:
-		if t.cm, err = t.connectCM(); err != nil {
-			return err
-		}
-		conn := t.cm
-		defer func() { err = errors.Join(err, conn.Close()) }()
-		t.e, err = newEnd(o, t.d, conn.Context(), conn, cycleSize, lineSize, mtu)
-	case o.rdmaCM:
+	if o.rdmaCM {
 		t.e, err = t.connectCMQPs(func(on *uverbs.Context) (*end, error) {
-			return newEnd(o, t.d, on, nil, cycleSize, lineSize, mtu)
+			return newEnd(o, t.d, on, cycleSize, lineSize, mtu)
 		})
-	default:
-		t.e, err = newEnd(o, t.d, t.d.ctx, nil, cycleSize, lineSize, mtu)
+	} else {
+		t.e, err = newEnd(o, t.d, t.d.ctx, cycleSize, lineSize, mtu)
 	}
 	if err != nil {
 		return err
