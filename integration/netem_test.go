@@ -19,6 +19,7 @@ import (
 	"github.com/pureverbs/pureverbs/server/framecheck"
 	"github.com/pureverbs/pureverbs/uverbs"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // The faults on the wire: a netem qdisc on the egress of both veths, so
@@ -131,6 +132,7 @@ func faultStream(t *testing.T, total int, sendArgs ...string) (float64, rxeCount
 	t.Helper()
 	r := newRXServer(t, nil)
 	c0 := readRxeCounters(t)
+	faultDiagnosis(t, r)
 	start := time.Now()
 	r.send(faultLimit(4*time.Minute), append([]string{"-n", strconv.Itoa(total), "-s", "1-9000", "-c", "4"}, sendArgs...)...)
 	r.waitFrames(uint64(total), time.Minute)
@@ -162,6 +164,62 @@ func faultStream(t *testing.T, total int, sendArgs ...string) (float64, rxeCount
 	return float64(total) / el.Seconds(), d
 }
 
+// faultDiagnosis logs, if the test fails, what tells the server's part in
+// the failure from rxe's: both devices' counters since now, the server's
+// receive-side state and error completions, its log, the checker and the
+// kernel's messages since now (all of them if the buffer wrapped).
+func faultDiagnosis(t *testing.T, r *rxServer) {
+	t.Helper()
+	devs := devices(t, 2)
+	h0, h1 := hwCounters(t, devs[0]), hwCounters(t, devs[1])
+	k0 := len(kernelMessages())
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		km := kernelMessages()
+		if len(km) >= k0 {
+			km = km[k0:]
+		}
+		st := r.srv.Stats()
+		var errs []string
+		for s, n := range st.Errors {
+			if n != 0 {
+				errs = append(errs, fmt.Sprintf("%v %d", cq.Status(s), n))
+			}
+		}
+		r.mu.Lock()
+		c := r.checkers[0]
+		r.mu.Unlock()
+		t.Logf("%s counters: %s\n%s counters: %s\nserver: frames %d, ring %+v, error completions [%s], bad wrid %d opcode %d length %d, posted %d held %d low mark %d, sessions %d ended %d\nchecker: %+v\nserver log:\n%s\nkernel messages:\n%s",
+			devs[0], counterDiff(h0, hwCounters(t, devs[0])), devs[1], counterDiff(h1, hwCounters(t, devs[1])),
+			st.Frames, st.Ring, strings.Join(errs, ", "), st.BadWRID, st.BadOpcode, st.BadLength, st.Posted, st.Held, st.PostedLowMark, st.Sessions, st.SessionEnds,
+			c, r.log(), km)
+	})
+}
+
+// kernelMessages returns the kernel's log buffer (/dev/kmsg, read without
+// waiting for more).
+func kernelMessages() string {
+	fd, err := unix.Open("/dev/kmsg", unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return err.Error()
+	}
+	defer unix.Close(fd)
+	var out strings.Builder
+	buf := make([]byte, 8192)
+	for {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EPIPE {
+			continue // a record was overwritten while reading: go on with the next
+		}
+		if err != nil || n <= 0 {
+			return out.String()
+		}
+		out.Write(buf[:n])
+	}
+}
+
 // rxe61Defect reports whether c, the check of a stream of total frames
 // under faults, shows only rxe 6.1's known retransmission defect: every
 // frame arrived, in order, none lost, but at most 3 were delivered twice
@@ -188,8 +246,11 @@ func rxe61Defect(t *testing.T, c framecheck.Checker, total uint64) bool {
 func TestNetemServerStream(t *testing.T) {
 	total := faultFrames(2000)
 	var rows []string
+	// Each row is logged as soon as it is measured too: a full-size run
+	// that is stopped part-way still leaves the rows it finished.
 	row := func(name string, fps float64, d rxeCounters) {
 		rows = append(rows, fmt.Sprintf("| %s | %d | %.0f | %d | %d | %d | %d |", name, total, fps, d.retry, d.seqErr, d.dup, d.outOfSeq))
+		t.Logf("row: %s", rows[len(rows)-1])
 	}
 	fps, d := faultStream(t, total)
 	row("none", fps, d)
