@@ -83,13 +83,18 @@ func dialID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.PortS
 
 // resolveID creates the id on a channel of its own, resolves dst and its
 // route, and takes a hold of the device the route uses.
+// privateDataLimit is what the active side's request carries: a REQ, or
+// a SIDR REQ in the UDP port space.
+func privateDataLimit(udp bool) int {
+	if udp {
+		return MaxPrivateDataSIDRREQ
+	}
+	return MaxPrivateDataREQ
+}
+
 func resolveID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.PortSpace, typ qp.Type) (_ *Conn, err error) {
 	addr := dst.String()
-	maxData := MaxPrivateDataREQ
-	if ps == uverbs.PortSpaceUDP {
-		maxData = MaxPrivateDataSIDRREQ
-	}
-	if len(o.PrivateData) > maxData {
+	if maxData := privateDataLimit(ps == uverbs.PortSpaceUDP); len(o.PrivateData) > maxData {
 		return nil, fmt.Errorf("rdmacm: dial %s: %d bytes of private data, a REQ carries %d: %w", addr, len(o.PrivateData), maxData, unix.EINVAL)
 	}
 	if err := ctx.Err(); err != nil {

@@ -34,26 +34,22 @@ type Route struct {
 // o.PrivateData are refused here (EINVAL). The Route holds the device
 // context until ConnectQP hands it to the Conn, or Close.
 func Resolve(ctx context.Context, address string, o Options) (*Route, error) {
-	dst, err := parseAddr(ctx, address)
-	if err != nil {
-		return nil, err
-	}
-	c, err := resolveID(ctx, dst, &o, uverbs.PortSpaceTCP, qp.RC)
-	if err != nil {
-		return nil, err
-	}
-	return &Route{c: c, ctx: c.dev.ctx}, nil
+	return resolveRoute(ctx, address, &o, uverbs.PortSpaceTCP, qp.RC)
 }
 
 // ResolveUD is Resolve in RDMA CM's UDP port space (as for DialUD): the
 // Route's ConnectQP then takes a UD QP and sends a SIDR request, at most
 // MaxPrivateDataSIDRREQ bytes of o.PrivateData.
 func ResolveUD(ctx context.Context, address string, o Options) (*Route, error) {
+	return resolveRoute(ctx, address, &o, uverbs.PortSpaceUDP, qp.UD)
+}
+
+func resolveRoute(ctx context.Context, address string, o *Options, ps uverbs.PortSpace, typ qp.Type) (*Route, error) {
 	dst, err := parseAddr(ctx, address)
 	if err != nil {
 		return nil, err
 	}
-	c, err := resolveID(ctx, dst, &o, uverbs.PortSpaceUDP, qp.UD)
+	c, err := resolveID(ctx, dst, o, ps, typ)
 	if err != nil {
 		return nil, err
 	}
@@ -102,11 +98,7 @@ func (r *Route) ConnectQP(ctx context.Context, q *qp.QP, o Options) (*Conn, erro
 	if ud := q.Type() == qp.UD; ud != r.c.udp {
 		return nil, fmt.Errorf("rdmacm: connect %s: a %v QP on a route of the other port space (Resolve for RC, ResolveUD for UD): %w", r.c.remote, q.Type(), unix.EINVAL)
 	}
-	maxData := MaxPrivateDataREQ
-	if r.c.udp {
-		maxData = MaxPrivateDataSIDRREQ
-	}
-	if len(o.PrivateData) > maxData {
+	if maxData := privateDataLimit(r.c.udp); len(o.PrivateData) > maxData {
 		return nil, fmt.Errorf("rdmacm: connect %s: %d bytes of private data, a REQ carries %d: %w", r.c.remote, len(o.PrivateData), maxData, unix.EINVAL)
 	}
 	r.mu.Lock()
