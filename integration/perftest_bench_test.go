@@ -8,11 +8,16 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // perftestBenchRow is one row of the Go-vs-C perftest table.
@@ -263,4 +268,142 @@ func TestPerftestRatioLine(t *testing.T) {
 			t.Fatalf("%q parsed as %q", l, m[1:])
 		}
 	}
+}
+
+// TestPerftestRuntimeWakeups measures what the Go client's runtime adds
+// on the client's vCPU, and what that costs a C client: ib_send_bw at
+// 64 B, 20 000 messages, server pinned to vCPU 0 and client to vCPU 1,
+// five rounds of three contenders taking turns — the C client; the C
+// client while a thread of this test, pinned to the same vCPU, wakes
+// every 5 ms (about how often the Go client's monitor thread woke in the
+// loop, measured per thread); the Go client. It logs the medians of the
+// C server's BW average and of the client's context switches and system
+// time (getrusage of the whole process), and the CPU time ksoftirqd/1
+// took meanwhile (rxe's packets are processed there when softirqs pile
+// up). Only with RXEVM_BENCH=1 and RXEVM_PROFILE=1.
+func TestPerftestRuntimeWakeups(t *testing.T) {
+	if os.Getenv("RXEVM_BENCH") != "1" || os.Getenv("RXEVM_PROFILE") != "1" {
+		t.Skip("profile: runs with RXEVM_BENCH=1 RXEVM_PROFILE=1")
+	}
+	const (
+		rounds = 5
+		period = 5 * time.Millisecond
+		msgs   = 20000
+	)
+	contenders := []struct {
+		name   string
+		goTool bool
+		waker  bool
+	}{
+		{"C client", false, false},
+		{fmt.Sprintf("C client, woken every %v", period), false, true},
+		{"Go client", true, false},
+	}
+	type figures struct{ bw, switches, stime, wakes, ksoft []float64 }
+	res := make([]figures, len(contenders))
+	args := []string{"-n", strconv.Itoa(msgs), "-s", "64"}
+	for round := range rounds {
+		order := []int{0, 1, 2}
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, i := range order {
+			c := contenders[i]
+			var ru syscall.Rusage
+			srv := perftestEnd{pin: true, cpu: 0}
+			cli := perftestEnd{goTool: c.goTool, pin: true, cpu: 1, usage: &ru}
+			var stop func() int
+			if c.waker {
+				stop = wakeOnCPU(t, 1, period)
+			}
+			k0 := ksoftirqdTime(t)
+			so, _ := runPerftestPair(t, srv, cli, "ib_send_bw", args...)
+			k1 := ksoftirqdTime(t)
+			if stop != nil {
+				res[i].wakes = append(res[i].wakes, float64(stop()))
+			}
+			f := checkRow(t, "ib_send_bw", so, false, 64, msgs)
+			res[i].bw = append(res[i].bw, f[1])
+			res[i].ksoft = append(res[i].ksoft, float64(k1[1]-k0[1]))
+			t.Logf("%s: %.2f MB/sec, ksoftirqd/0 %d ms, ksoftirqd/1 %d ms, client switches %d, system %d ms", c.name, f[1], k1[0]-k0[0], k1[1]-k0[1], ru.Nvcsw+ru.Nivcsw, ru.Stime.Sec*1000+ru.Stime.Usec/1000)
+			res[i].switches = append(res[i].switches, float64(ru.Nvcsw+ru.Nivcsw))
+			res[i].stime = append(res[i].stime, float64(ru.Stime.Sec*1000+ru.Stime.Usec/1000))
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "| client | BW average MB/sec (median of %d) | / C | context switches | system ms | ksoftirqd/1 ms | waker wake-ups | BW runs |\n|---|---|---|---|---|---|---|---|\n", rounds)
+	for i, c := range contenders {
+		r := res[i]
+		wakes := "-"
+		if r.wakes != nil {
+			wakes = fmt.Sprint(median(r.wakes))
+		}
+		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.0f | %.0f | %.0f | %s | %v |\n", c.name, median(r.bw), median(r.bw)/median(res[0].bw), median(r.switches), median(r.stime), median(r.ksoft), wakes, r.bw)
+	}
+	t.Logf("ib_send_bw 64 B, %d messages, server on vCPU 0, client on vCPU 1:\n%s", msgs, b.String())
+}
+
+// wakeOnCPU starts a thread pinned to cpu that sleeps for period and
+// wakes, over and over, until the returned stop, which says how many
+// times it woke.
+func wakeOnCPU(t *testing.T, cpu int, period time.Duration) (stop func() int) {
+	t.Helper()
+	var quit atomic.Bool
+	woke := make(chan int, 1)
+	ready := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with its changed mask
+		var set unix.CPUSet
+		set.Set(cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			ready <- err
+			woke <- 0
+			return
+		}
+		ready <- nil
+		n := 0
+		ts := unix.NsecToTimespec(int64(period))
+		for !quit.Load() {
+			unix.Nanosleep(&ts, nil)
+			n++
+		}
+		woke <- n
+	}()
+	if err := <-ready; err != nil {
+		t.Fatalf("sched_setaffinity cpu %d: %v", cpu, err)
+	}
+	return func() int {
+		quit.Store(true)
+		return <-woke
+	}
+}
+
+// ksoftirqdTime is the CPU time, in ms, ksoftirqd/0 and ksoftirqd/1 have
+// used so far.
+func ksoftirqdTime(t *testing.T) [2]int64 {
+	t.Helper()
+	var out [2]int64
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		comm, err := os.ReadFile("/proc/" + e.Name() + "/comm")
+		if err != nil {
+			continue
+		}
+		var cpu int
+		if _, err := fmt.Sscanf(strings.TrimSpace(string(comm)), "ksoftirqd/%d", &cpu); err != nil || cpu > 1 {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		out[cpu] = (ut + st) * 10 // USER_HZ 100
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // goPerftest is the Go perftest in the guest (rxevm puts every tools/
@@ -45,6 +48,11 @@ type perftestEnd struct {
 	strace bool // run under strace -c -f (system call counts on exit)
 	// extra are options for this end only.
 	extra []string
+	// pin runs the end on vCPU cpu alone (every thread it starts).
+	pin bool
+	cpu int
+	// usage, if not nil, receives the end's resource usage when it exits.
+	usage *syscall.Rusage
 }
 
 // startPerftest starts tool (as the Go perftest with argv[0] set to the
@@ -64,27 +72,39 @@ func startPerftest(t *testing.T, e perftestEnd, tool, dev string, port int, args
 		}
 		return startPeer(t, 3*time.Minute, "strace", append([]string{"-c", "-f", cmd}, full...)...)
 	}
-	if !e.goTool {
-		return startPeer(t, 6*time.Minute, tool, full...)
+	name := tool
+	if e.goTool {
+		name = goPerftest
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	p := &peer{name: "go " + tool, done: make(chan struct{})}
-	p.cmd = exec.CommandContext(ctx, goPerftest, full...)
-	p.cmd.Args[0] = tool // argv[0], as a link named after the test gives it, selects the test
-	p.cmd.Env = append(p.cmd.Environ(), e.env...)
+	p := &peer{name: name, done: make(chan struct{})}
+	p.cmd = exec.CommandContext(ctx, name, full...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
-	// Out of time, the Go end is asked to quit with SIGQUIT: the runtime
-	// prints every goroutine's stack, which says where it waited.
-	p.cmd.Cancel = func() error { return p.cmd.Process.Signal(syscall.SIGQUIT) }
-	p.cmd.WaitDelay = 5 * time.Second
-	if err := p.cmd.Start(); err != nil {
+	if e.goTool {
+		p.name = "go " + tool
+		p.cmd.Args[0] = tool // argv[0], as a link named after the test gives it, selects the test
+		p.cmd.Env = append(p.cmd.Environ(), e.env...)
+		// Out of time, the Go end is asked to quit with SIGQUIT: the
+		// runtime prints every goroutine's stack, which says where it
+		// waited.
+		p.cmd.Cancel = func() error { return p.cmd.Process.Signal(syscall.SIGQUIT) }
+		p.cmd.WaitDelay = 5 * time.Second
+	}
+	start := p.cmd.Start
+	if e.pin {
+		start = func() error { return startPinned(p.cmd, e.cpu) }
+	}
+	if err := start(); err != nil {
 		cancel()
-		t.Fatalf("start %s: %v", goPerftest, err)
+		t.Fatalf("start %s: %v", name, err)
 	}
 	go func() {
 		p.err = p.cmd.Wait()
 		if ctx.Err() != nil {
 			p.err = ctx.Err()
+		}
+		if e.usage != nil && p.cmd.ProcessState != nil {
+			*e.usage = *p.cmd.ProcessState.SysUsage().(*syscall.Rusage)
 		}
 		cancel()
 		close(p.done)
@@ -94,6 +114,26 @@ func startPerftest(t *testing.T, e perftestEnd, tool, dev string, port int, args
 		<-p.done
 	})
 	return p
+}
+
+// startPinned starts cmd from an OS thread whose CPU affinity is cpu
+// alone: the process inherits the forking thread's mask, and so does
+// every thread it starts.
+func startPinned(cmd *exec.Cmd, cpu int) error {
+	done := make(chan error)
+	go func() {
+		// Never unlocked: the thread ends with the goroutine, and its
+		// changed mask with it.
+		runtime.LockOSThread()
+		var set unix.CPUSet
+		set.Set(cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			done <- fmt.Errorf("sched_setaffinity cpu %d: %w", cpu, err)
+			return
+		}
+		done <- cmd.Start()
+	}()
+	return <-done
 }
 
 // runPerftestPair runs tool's server on rxe0 and client on rxe1 with the
