@@ -50,10 +50,8 @@ type bwRun struct {
 	recvPolling bool
 	// sampled counts the completions in a timed run's sampling window.
 	sampled int
-	// lastProgress and idle drive the stall check.
-	lastProgress int64
-	idle         int
-	yield        yielder
+	stall   stallWatch
+	yield   yielder
 }
 
 // newBWRun prepares a run of size-byte messages to the peer's QPs rem
@@ -178,17 +176,11 @@ func (r *bwRun) waitEvent() error {
 }
 
 // progress records that a completion arrived.
-func (r *bwRun) progress() { r.lastProgress, r.idle = now(), 0 }
+func (r *bwRun) progress() { r.stall.progress() }
 
-// stalled counts an empty poll and says, every few thousand, whether
-// nothing has completed for stallLimit.
-func (r *bwRun) stalled() bool {
-	r.idle++
-	if r.idle&4095 != 0 {
-		return false
-	}
-	return now()-r.lastProgress > int64(stallLimit)
-}
+// stalled counts an empty poll and says whether nothing has completed
+// for stallLimit.
+func (r *bwRun) stalled() bool { return r.stall.stalled() }
 
 func (r *bwRun) stallError(what string, done, want int) error {
 	return fmt.Errorf("%w for %v: %s %d of %d (does the peer run with the same parameters, -s, -n, -q, -c?)", errStall, stallLimit, what, done, want)

@@ -96,3 +96,30 @@ func (y *yielder) maybe() {
 		runtime.Gosched()
 	}
 }
+
+// stallWatch tells a spinning loop that nothing has completed for
+// stallLimit. It reads the clock only while the loop is idle — at the
+// 4096th empty pass in a row and every 4096 after — so a completion costs
+// a counter reset, not a clock read (C's loops read no clock there).
+type stallWatch struct {
+	idle  int   // empty passes since the last completion
+	since int64 // when the idle stretch was first noticed
+}
+
+// progress records that a completion arrived.
+func (s *stallWatch) progress() { s.idle = 0 }
+
+// stalled counts an empty pass and says whether the loop has been idle
+// for stallLimit (give or take the 4096 passes before the first look).
+func (s *stallWatch) stalled() bool {
+	s.idle++
+	if s.idle&4095 != 0 {
+		return false
+	}
+	t := now()
+	if s.idle == 4096 {
+		s.since = t
+		return false
+	}
+	return t-s.since > int64(stallLimit)
+}

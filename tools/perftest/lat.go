@@ -24,10 +24,9 @@ type latRun struct {
 	wc     [1]cq.WC
 	clock  *durationClock
 	// sampled counts the round trips in a timed run's window.
-	sampled      int
-	lastProgress int64
-	idle         int
-	yield        yielder
+	sampled int
+	stall   stallWatch
+	yield   yielder
 }
 
 // newLatRun prepares a latency run of size bytes towards the peer's
@@ -78,15 +77,11 @@ func newLatRun(e *end, rem dest, size int) *latRun {
 	return l
 }
 
-func (l *latRun) progress() { l.lastProgress, l.idle = now(), 0 }
+func (l *latRun) progress() { l.stall.progress() }
 
 func (l *latRun) stalled() bool {
 	l.yield.maybe()
-	l.idle++
-	if l.idle&4095 != 0 {
-		return false
-	}
-	return now()-l.lastProgress > int64(stallLimit)
+	return l.stall.stalled()
 }
 
 func (l *latRun) stallError(what string, n int) error {

@@ -526,10 +526,9 @@ func (t *tool) infinitely(r *bwRun) error {
 			printBWReport(t.stdout, o, bwReportOf(o, &times, r.size, c-winCount), nil)
 			winStart, winCount, next = ts, c, ts+period
 		}
-		if r.idle > 0 && r.stalled() {
+		if r.stalled() {
 			return r.stallError("completed", counted(), counted()+1)
 		}
-		r.idle++
 	}
 }
 
