@@ -595,3 +595,70 @@ func waitOutput(t *testing.T, p *peer, want string, limit time.Duration) {
 		}
 	}
 }
+
+// With -R the QPs live on the device RDMA CM routes through, whatever -d
+// names: the Go end given the other end's device with -d still prints the
+// route's device in its header, its own GID (the route's address) on its
+// local address line, sends that GID in its records (the C peer's remote
+// address line), and for UD builds its address handles from it.
+func TestPerftestRDMACMRouteDevice(t *testing.T) {
+	devs := devices(t, 2)
+	addrGID := map[string]string{devs[0]: "255:255:10:99:00:01", devs[1]: "255:255:10:99:00:02"}
+	for _, args := range [][]string{
+		{"-R", "-s", "1024", "-n", "100"},
+		{"-R", "-c", "UD", "-s", "512", "-n", "100"},
+	} {
+		for _, goServer := range []bool{false, true} {
+			// The Go end's own device (its route's), and the other one,
+			// which its -d names.
+			own, other := devs[1], devs[0]
+			goEnd := perftestEnd{goTool: true}
+			srv, cli := perftestEnd{}, goEnd
+			if goServer {
+				own, other = devs[0], devs[1]
+				srv, cli = goEnd, perftestEnd{}
+			}
+			name := fmt.Sprintf("%s/go server=%v", strings.Join(args, " "), goServer)
+			t.Run(name, func(t *testing.T) {
+				if goServer {
+					srv.extra = []string{"-d", other}
+				} else {
+					cli.extra = []string{"-d", other}
+				}
+				so, co, err := tryPerftestPair(t, srv, cli, "ib_send_bw", []string{"--source_ip", "10.99.0.2"}, args...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				goOut, cOut := co, so
+				if goServer {
+					goOut, cOut = so, co
+				}
+				if want := "Device         : " + own; !strings.Contains(goOut, want) {
+					t.Errorf("the Go end's header lacks %q:\n%s", want, goOut)
+				}
+				if g := addressGID(t, goOut, "local address"); !strings.HasSuffix(g, addrGID[own]) {
+					t.Errorf("the Go end's local GID is %s, want the route's (%s):\n%s", g, addrGID[own], goOut)
+				}
+				if g := addressGID(t, cOut, "remote address"); !strings.HasSuffix(g, addrGID[own]) {
+					t.Errorf("the C end's remote GID is %s, want the Go end's route's (%s):\n%s", g, addrGID[own], cOut)
+				}
+			})
+		}
+	}
+}
+
+// addressGID is the GID printed on the line after perftest's first
+// "local address" or "remote address" line.
+func addressGID(t *testing.T, out, which string) string {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if strings.Contains(l, which) && i+1 < len(lines) {
+			if _, g, ok := strings.Cut(lines[i+1], "GID: "); ok {
+				return strings.TrimSpace(g)
+			}
+		}
+	}
+	t.Fatalf("no %s GID in:\n%s", which, out)
+	return ""
+}

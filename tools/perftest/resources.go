@@ -60,30 +60,8 @@ func openDevice(o *options, stdout, stderr io.Writer) (*device, error) {
 	if d.port.State != uverbs.PortActive {
 		return fail(fmt.Errorf(" Port number %d state is %v", o.ibPort, d.port.State))
 	}
-	if o.gidIndex >= 0 {
-		if d.gid, err = d.ctx.QueryGID(o.ibPort, o.gidIndex); err != nil {
-			return fail(fmt.Errorf(" Failed to query GID index %d: %w", o.gidIndex, err))
-		}
-	} else {
-		table, err := d.ctx.QueryGIDTable()
-		if err != nil {
-			return fail(fmt.Errorf(" Failed to query the GID table: %w", err))
-		}
-		best := -1
-		for i, e := range table {
-			if e.Port != o.ibPort {
-				continue
-			}
-			v4 := e.GID.To4() != nil && e.Type == uverbs.GIDTypeRoCEv2
-			if best < 0 || v4 && !(table[best].GID.To4() != nil && table[best].Type == uverbs.GIDTypeRoCEv2) {
-				best = i
-			}
-		}
-		if best < 0 {
-			return fail(errors.New(" No GID on the port"))
-		}
-		d.gid = table[best]
-		o.gidIndex = d.gid.Index
+	if d.gid, err = pickGID(d.ctx, o.ibPort, o.gidIndex); err != nil {
+		return fail(err)
 	}
 	attr, err := d.ctx.QueryDevice()
 	if err != nil {
@@ -104,6 +82,37 @@ func openDevice(o *options, stdout, stderr io.Writer) (*device, error) {
 		}
 	}
 	return d, nil
+}
+
+// pickGID is the GID entry this side uses on ctx's port: index (-x) if
+// given, else, as perftest's get_best_gid_index does on RoCE, the port's
+// IPv4-mapped RoCE v2 entry before any other.
+func pickGID(ctx *uverbs.Context, port uint8, index int) (uverbs.GIDEntry, error) {
+	if index >= 0 {
+		g, err := ctx.QueryGID(port, index)
+		if err != nil {
+			return g, fmt.Errorf(" Failed to query GID index %d: %w", index, err)
+		}
+		return g, nil
+	}
+	table, err := ctx.QueryGIDTable()
+	if err != nil {
+		return uverbs.GIDEntry{}, fmt.Errorf(" Failed to query the GID table: %w", err)
+	}
+	best := -1
+	for i, e := range table {
+		if e.Port != port {
+			continue
+		}
+		v4 := e.GID.To4() != nil && e.Type == uverbs.GIDTypeRoCEv2
+		if best < 0 || v4 && !(table[best].GID.To4() != nil && table[best].Type == uverbs.GIDTypeRoCEv2) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return uverbs.GIDEntry{}, errors.New(" No GID on the port")
+	}
+	return table[best], nil
 }
 
 // activeMTU is the MTU enum this side proposes: -m, or the port's active
@@ -141,6 +150,8 @@ type end struct {
 	// on is the device context the objects are built on: the tool's, or
 	// with -R the one the CM connections share.
 	on *uverbs.Context
+	// gid is this side's GID entry on on's port.
+	gid uverbs.GIDEntry
 	// conns connect the QPs, one each (-R); routes are the attempts that
 	// failed, kept for their hold of on until Close.
 	conns  []*rdmacm.Conn
@@ -165,13 +176,19 @@ func inc(size, line int) int {
 // (two slices per QP: what it sends from, and its target window), the
 // channel for -e, PD, MR, CQs and QPs in RESET, on the device context on.
 func newEnd(o *options, d *device, on *uverbs.Context, cycle, line, mtu int) (e *end, err error) {
-	e = &end{o: o, d: d, on: on, cycle: cycle, line: line, mtu: mtu, buffSize: bufferSize(o.size, cycle), qkey: defQKey}
+	e = &end{o: o, d: d, on: on, gid: d.gid, cycle: cycle, line: line, mtu: mtu, buffSize: bufferSize(o.size, cycle), qkey: defQKey}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, e.Close())
 			e = nil
 		}
 	}()
+	if on != d.ctx {
+		// RDMA CM chose another device than -d: its GID, by the same rule.
+		if e.gid, err = pickGID(on, o.ibPort, o.gidIndex); err != nil {
+			return e, err
+		}
+	}
 	n := o.numQPs
 	total := roundUp(2*n*e.buffSize, cycle) + cycle // room for the UD receive shift
 	if e.buf, err = uverbs.NewBuffer(total, uverbs.BufferOptions{}); err != nil {
@@ -233,7 +250,7 @@ func (e *end) localDests() []dest {
 	for i, q := range e.qps {
 		ds[i] = dest{
 			outReads: uint32(e.d.outReads), qpn: q.Num(), psn: rand.Uint32() & 0xffffff,
-			rkey: e.mr.RKey(), vaddr: e.mr.Addr() + uint64((len(e.qps)+i)*e.buffSize), gid: e.d.gid.GID,
+			rkey: e.mr.RKey(), vaddr: e.mr.Addr() + uint64((len(e.qps)+i)*e.buffSize), gid: e.gid.GID,
 		}
 	}
 	return ds
@@ -286,7 +303,7 @@ func (e *end) connect(my, rem []dest) error {
 		rtr := qp.Attr{
 			State: qp.StateRTR, PathMTU: uverbs.MTU(e.mtu), DestQPNum: rem[i].qpn, RQPSN: rem[i].psn,
 			AH: uverbs.AHAttr{IsGlobal: true, SL: o.sl, PortNum: o.ibPort, GRH: uverbs.GlobalRoute{
-				DGID: rem[i].gid, SGIDIndex: uint8(o.gidIndex), HopLimit: 0xff, TrafficClass: o.tclass}},
+				DGID: rem[i].gid, SGIDIndex: uint8(e.gid.Index), HopLimit: 0xff, TrafficClass: o.tclass}},
 		}
 		mask := qp.AttrState | qp.AttrAV | qp.AttrPathMTU | qp.AttrDestQPN | qp.AttrRQPSN
 		if o.conn == qp.RC {
@@ -319,7 +336,7 @@ func (e *end) connect(my, rem []dest) error {
 // newAH adds the address handle of a UD QP towards the peer's GID.
 func (e *end) newAH(rem dest) error {
 	o := e.o
-	ah, err := qp.NewAH(e.pd, qp.AHParams{DGID: rem.gid, SGID: e.d.gid, HopLimit: 0xff, Port: o.ibPort, TrafficClass: o.tclass, SL: o.sl})
+	ah, err := qp.NewAH(e.pd, qp.AHParams{DGID: rem.gid, SGID: e.gid, HopLimit: 0xff, Port: o.ibPort, TrafficClass: o.tclass, SL: o.sl})
 	if err != nil {
 		return fmt.Errorf("Failed to create AH for UD: %w", err)
 	}

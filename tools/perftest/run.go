@@ -78,7 +78,7 @@ func runTest(o *options, stdout, stderr io.Writer) (err error) {
 		return fmt.Errorf("%w\n Unable to init the socket connection", err)
 	}
 	defer func() { err = errors.Join(err, x.Close()) }()
-	t.s = &session{x: x, gidIndex: o.gidIndex}
+	t.s = &session{x: x, gidIndex: t.d.gid.Index}
 	if o.test.verb == verbWrite && o.test.bw {
 		time.Sleep(time.Second) // ib_write_bw sleeps here
 	}
@@ -125,7 +125,10 @@ func runTest(o *options, stdout, stderr io.Writer) (err error) {
 		t.e.clearTargets()
 		defer t.e.reportTargets(stderr)
 	}
-	printTestInfo(stdout, o, o.device, mtu, o.gidIndex, t.d.outReads)
+	// The records and the header name the device and GID the QPs use: with
+	// -R the route's, whatever -d said.
+	t.s.gidIndex = t.e.gid.Index
+	printTestInfo(stdout, o, t.e.on.Device().Name, mtu, t.e.gid.Index, t.d.outReads)
 	switch {
 	case o.test.verb == verbSend && o.test.bw:
 		return t.sendBW()
