@@ -91,6 +91,8 @@ type peer struct {
 	out  lockedBuffer
 	done chan struct{}
 	err  error
+	// cancel ends the peer before its deadline (perftest ends only).
+	cancel context.CancelFunc
 }
 
 type lockedBuffer struct {

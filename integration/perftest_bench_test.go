@@ -75,7 +75,7 @@ func benchPerftestRun(t *testing.T, r perftestBenchRow, goEnd, goIsServer bool, 
 		// 64 KiB, LOC_QP_OP_ERR at the server): counted and run again.
 		var why []string
 		for _, l := range strings.Split(err.Error(), "\n") {
-			if strings.Contains(l, "rror") || strings.Contains(l, "Failed") || strings.Contains(l, "status") {
+			if strings.Contains(l, "rror") || strings.Contains(l, "Failed") || strings.Contains(l, "status") || strings.Contains(l, "no completion") {
 				why = append(why, strings.TrimSpace(l))
 			}
 		}

@@ -77,7 +77,7 @@ func startPerftest(t *testing.T, e perftestEnd, tool, dev string, port int, args
 		name = goPerftest
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	p := &peer{name: name, done: make(chan struct{})}
+	p := &peer{name: name, done: make(chan struct{}), cancel: cancel}
 	p.cmd = exec.CommandContext(ctx, name, full...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	if e.goTool {
@@ -115,6 +115,30 @@ func startPerftest(t *testing.T, e perftestEnd, tool, dev string, port int, args
 	})
 	return p
 }
+
+// waitPair waits for both ends of a pair. Once one has failed, the other
+// gets pairGrace to end by itself and is then stopped: an end whose peer
+// is gone waits for it until its own deadline (a C perftest, six
+// minutes), which says nothing more.
+func waitPair(a, b *peer) {
+	first, other := a, b
+	select {
+	case <-a.done:
+	case <-b.done:
+		first, other = b, a
+	}
+	if first.err != nil && other.cancel != nil {
+		select {
+		case <-other.done:
+		case <-time.After(pairGrace):
+			other.cancel()
+		}
+	}
+	<-other.done
+}
+
+// pairGrace is how long waitPair lets an end run on after its peer failed.
+const pairGrace = 30 * time.Second
 
 // startPinned starts cmd from an OS thread whose CPU affinity is cpu
 // alone: the process inherits the forking thread's mask, and so does
@@ -168,8 +192,7 @@ func tryPerftestPair(t *testing.T, srv, cli perftestEnd, tool string, cliExtra [
 		waitListening(t, s, port, 30*time.Second)
 	}
 	c := startPerftest(t, cli, tool, devs[1], port, append(slices.Clone(args), cliExtra...), "10.99.0.1")
-	<-c.done
-	<-s.done
+	waitPair(s, c)
 	if s.err != nil || c.err != nil {
 		return "", "", fmt.Errorf("%s %v: server (go=%v) %v, client (go=%v) %v\n--- server\n%s\n--- client\n%s", tool, args, srv.goTool, s.err, cli.goTool, c.err, s.out.String(), c.out.String())
 	}
