@@ -207,7 +207,7 @@ func TestRCPingpongUnsupported(t *testing.T) {
 
 // TestSideBySideRCPingpong measures the C tool and the Go tool with the same
 // parameters in one boot, interleaved (C, Go, C, Go, ... for
-// RXEVM_BENCH_ROUNDS rounds, default 5), and logs a table of the client's
+// benchRounds rounds), and logs a table of the client's
 // usec/iter and Mbit/s with the median of each, the Go/C ratio of the
 // medians and that of the best runs (the host's load makes single runs
 // swing by 10x under TCG). RXEVM_BENCH_VARIANTS=1 adds Go without async preemption and Go
@@ -216,10 +216,7 @@ func TestSideBySideRCPingpong(t *testing.T) {
 	if os.Getenv("RXEVM_BENCH") != "1" {
 		t.Skip("a benchmark: runs only under make bench-vm (RXEVM_BENCH=1)")
 	}
-	rounds := 5
-	if n, err := strconv.Atoi(os.Getenv("RXEVM_BENCH_ROUNDS")); err == nil && n > 0 {
-		rounds = n
-	}
+	rounds := benchRounds()
 	type tool struct {
 		name, bin         string
 		serverBin         string // when the server is another program than bin

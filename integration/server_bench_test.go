@@ -105,7 +105,7 @@ func benchC(t *testing.T, size, n, port int) receiverRun {
 
 // TestRoCEv2ReceiverBench compares the Go server (rocev2-server fed by
 // rocev2-send) with perftest's ib_send_bw server fed by its own client, at
-// four sizes, in one boot: five rounds, Go and C taking turns (the order
+// four sizes, in one boot: benchRounds rounds, Go and C taking turns (the order
 // alternating between rounds), medians per size, and one SERVER-RATIO
 // line per size for machine reading. Only with RXEVM_BENCH=1 (make
 // bench-server, make bench-vm).
@@ -113,7 +113,7 @@ func TestRoCEv2ReceiverBench(t *testing.T) {
 	if os.Getenv("RXEVM_BENCH") != "1" {
 		t.Skip("benchmark: runs with RXEVM_BENCH=1 (make bench-server)")
 	}
-	const rounds = 5
+	rounds := benchRounds()
 	sizes := []struct{ size, n int }{{64, 40000}, {1024, 30000}, {4096, 12000}, {9000, 6000}}
 	goRuns := make([][]receiverRun, len(sizes))
 	cRuns := make([][]receiverRun, len(sizes))
