@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -352,10 +351,7 @@ func wakeOnCPU(t *testing.T, cpu int, period time.Duration) (stop func() int) {
 	woke := make(chan int, 1)
 	ready := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with its changed mask
-		var set unix.CPUSet
-		set.Set(cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
+		if err := pinThread(cpu); err != nil {
 			ready <- err
 			woke <- 0
 			return
@@ -370,7 +366,7 @@ func wakeOnCPU(t *testing.T, cpu int, period time.Duration) (stop func() int) {
 		woke <- n
 	}()
 	if err := <-ready; err != nil {
-		t.Fatalf("sched_setaffinity cpu %d: %v", cpu, err)
+		t.Fatal(err)
 	}
 	return func() int {
 		quit.Store(true)

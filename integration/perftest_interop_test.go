@@ -146,18 +146,26 @@ const pairGrace = 30 * time.Second
 func startPinned(cmd *exec.Cmd, cpu int) error {
 	done := make(chan error)
 	go func() {
-		// Never unlocked: the thread ends with the goroutine, and its
-		// changed mask with it.
-		runtime.LockOSThread()
-		var set unix.CPUSet
-		set.Set(cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			done <- fmt.Errorf("sched_setaffinity cpu %d: %w", cpu, err)
+		if err := pinThread(cpu); err != nil {
+			done <- err
 			return
 		}
 		done <- cmd.Start()
 	}()
 	return <-done
+}
+
+// pinThread locks the calling goroutine to its OS thread and confines
+// that thread to vCPU cpu. It never unlocks: the thread ends with the
+// goroutine, and its changed mask with it.
+func pinThread(cpu int) error {
+	runtime.LockOSThread()
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("sched_setaffinity cpu %d: %w", cpu, err)
+	}
+	return nil
 }
 
 // runPerftestPair runs tool's server on rxe0 and client on rxe1 with the

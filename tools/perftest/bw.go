@@ -175,13 +175,6 @@ func (r *bwRun) waitEvent() error {
 	return err
 }
 
-// progress records that a completion arrived.
-func (r *bwRun) progress() { r.stall.progress() }
-
-// stalled counts an empty poll and says whether nothing has completed
-// for stallLimit.
-func (r *bwRun) stalled() bool { return r.stall.stalled() }
-
 func (r *bwRun) stallError(what string, done, want int) error {
 	return fmt.Errorf("%w for %v: %s %d of %d (does the peer run with the same parameters, -s, -n, -q, -c?)", errStall, stallLimit, what, done, want)
 }
@@ -244,7 +237,7 @@ func (r *bwRun) pollSends(tot int) (int, error) {
 		}
 	}
 	if ne > 0 {
-		r.progress()
+		r.stall.progress()
 	}
 	return ne, nil
 }
@@ -290,7 +283,7 @@ func (r *bwRun) pollRecvs(onFirst func()) (int, error) {
 		}
 	}
 	if ne > 0 {
-		r.progress()
+		r.stall.progress()
 	}
 	return ne, nil
 }
@@ -336,7 +329,7 @@ func (r *bwRun) client() error {
 	if o.noPeak && r.clock == nil {
 		r.times.posted[0] = now()
 	}
-	r.progress()
+	r.stall.progress()
 	for r.totS < tot || r.totC < tot || r.running() {
 		r.yield.maybe()
 		for i := range n {
@@ -354,7 +347,7 @@ func (r *bwRun) client() error {
 			if err != nil {
 				return err
 			}
-			if ne == 0 && r.stalled() {
+			if ne == 0 && r.stall.stalled() {
 				return r.stallError("completed", r.totC, tot)
 			}
 		}
@@ -382,7 +375,7 @@ func (r *bwRun) server() error {
 			r.times.posted[0] = now()
 		}
 	}
-	r.progress()
+	r.stall.progress()
 	for r.totR < tot || r.running() {
 		r.yield.maybe()
 		if o.events {
@@ -402,10 +395,10 @@ func (r *bwRun) server() error {
 				break
 			}
 		}
-		if r.totR < tot && r.stalled() {
+		if r.totR < tot && r.stall.stalled() {
 			return r.stallError("received", r.totR, tot)
 		}
-		if r.clock != nil && r.totR == 0 && r.stalled() {
+		if r.clock != nil && r.totR == 0 && r.stall.stalled() {
 			return r.stallError("received", 0, 1)
 		}
 	}
@@ -444,7 +437,7 @@ func (r *bwRun) bidirectional() error {
 			}
 		}
 	}
-	r.progress()
+	r.stall.progress()
 	for r.running() || r.totC < tot || r.totR < tot {
 		r.yield.maybe()
 		if sending {
@@ -469,7 +462,7 @@ func (r *bwRun) bidirectional() error {
 				return err
 			}
 		}
-		if nr == 0 && ns == 0 && r.stalled() {
+		if nr == 0 && ns == 0 && r.stall.stalled() {
 			return r.stallError("received", r.totR, tot)
 		}
 	}

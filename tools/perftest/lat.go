@@ -77,8 +77,8 @@ func newLatRun(e *end, rem dest, size int) *latRun {
 	return l
 }
 
-func (l *latRun) progress() { l.stall.progress() }
-
+// stalled yields to the scheduler now and then (the latency loops spin
+// only here) and says whether nothing has completed for stallLimit.
 func (l *latRun) stalled() bool {
 	l.yield.maybe()
 	return l.stall.stalled()
@@ -129,7 +129,7 @@ func (l *latRun) pollOne(c *cq.CQ, side string, n int) error {
 			if w := &l.wc[0]; w.Status != cq.Success {
 				return fmt.Errorf(" Completion with error at %s\n Failed status %d: wr_id %d syndrom 0x%x\n cnt=%d (%v)", side, w.Status, w.WRID, w.VendorErr, n, w.Status)
 			}
-			l.progress()
+			l.stall.progress()
 			return nil
 		}
 		if l.ended() {
@@ -155,7 +155,7 @@ func (l *latRun) write() error {
 	if l.clock != nil {
 		defer l.clock.stop()
 	}
-	l.progress()
+	l.stall.progress()
 	scnt, ccnt, rcnt := 0, 0, 0
 	for l.more(scnt) || l.more(ccnt) || l.more(rcnt) {
 		if l.more(rcnt) && !(scnt < 1 && server) {
@@ -166,7 +166,7 @@ func (l *latRun) write() error {
 					return l.stallError("received", rcnt-1)
 				}
 			}
-			l.progress()
+			l.stall.progress()
 		}
 		if l.more(scnt) {
 			l.stamp(scnt)
@@ -199,7 +199,7 @@ func (l *latRun) readAtomic() error {
 	if l.clock != nil {
 		defer l.clock.stop()
 	}
-	l.progress()
+	l.stall.progress()
 	for scnt := 0; l.more(scnt); {
 		l.stamp(scnt)
 		scnt++
@@ -233,7 +233,7 @@ func (l *latRun) send() error {
 		defer l.clock.stop()
 	}
 	l.wr[0].Flags &^= qp.Signaled
-	l.progress()
+	l.stall.progress()
 	scnt, rcnt := 0, 0
 	for l.more(scnt) || l.more(rcnt) {
 		if l.more(rcnt) && !(scnt < 1 && client) {

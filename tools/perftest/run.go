@@ -508,7 +508,7 @@ func (t *tool) infinitely(r *bwRun) error {
 		}
 		return r.totR
 	}
-	r.progress()
+	r.stall.progress()
 	for {
 		r.yield.maybe()
 		if client {
@@ -529,7 +529,7 @@ func (t *tool) infinitely(r *bwRun) error {
 			printBWReport(t.stdout, o, bwReportOf(o, &times, r.size, c-winCount), nil)
 			winStart, winCount, next = ts, c, ts+period
 		}
-		if r.stalled() {
+		if r.stall.stalled() {
 			return r.stallError("completed", counted(), counted()+1)
 		}
 	}
