@@ -128,4 +128,3 @@ func TestGRPC(t *testing.T) {
 		t.Fatalf("Chat end: %v, want io.EOF", err)
 	}
 }
-
