@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/integration/topology"
-	"github.com/pureverbs/pureverbs/integration/vm"
 )
 
 func main() {
@@ -117,7 +116,7 @@ func run(dur time.Duration, size string, channels int, gids [2]string, port int)
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- srv.Wait() }()
 	for {
-		ok, err := vm.Listening(port)
+		ok, err := topology.Listening(port)
 		if err != nil {
 			return err
 		}

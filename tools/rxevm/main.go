@@ -377,11 +377,11 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// waitListening waits until VM A's QEMU listens on port (see vm.Listening).
+// waitListening waits until VM A's QEMU listens on port (see topology.Listening).
 func waitListening(port int, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		ok, err := vm.Listening(port)
+		ok, err := topology.Listening(port)
 		if err != nil {
 			return err
 		}
