@@ -49,7 +49,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/integration/topology"
 	"github.com/pureverbs/pureverbs/integration/vm"
-	"github.com/pureverbs/pureverbs/integration/vm/guest"
+	"github.com/pureverbs/pureverbs/tools/rxevm/internal/guest"
 	"github.com/pureverbs/pureverbs/rxe/rxelink"
 )
 
