@@ -48,7 +48,7 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/integration/topology"
-	"github.com/pureverbs/pureverbs/integration/vm"
+	"github.com/pureverbs/pureverbs/tools/rxevm/internal/vm"
 	"github.com/pureverbs/pureverbs/tools/rxevm/internal/guest"
 	"github.com/pureverbs/pureverbs/rxe/rxelink"
 )

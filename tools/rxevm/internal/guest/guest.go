@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/integration/topology"
-	"github.com/pureverbs/pureverbs/integration/vm"
+	"github.com/pureverbs/pureverbs/tools/rxevm/internal/vm"
 	"github.com/pureverbs/pureverbs/rxe/rxelink"
 	"golang.org/x/sys/unix"
 )
