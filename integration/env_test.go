@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pureverbs/pureverbs/integration/topology"
 	"github.com/pureverbs/pureverbs/rxe/rxelink"
+	"github.com/pureverbs/pureverbs/tools/rxevm/topology"
 	"golang.org/x/sys/unix"
 )
 

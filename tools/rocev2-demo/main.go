@@ -22,7 +22,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pureverbs/pureverbs/integration/topology"
+	"github.com/pureverbs/pureverbs/tools/rxevm/topology"
 )
 
 func main() {

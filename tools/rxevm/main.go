@@ -47,10 +47,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pureverbs/pureverbs/integration/topology"
-	"github.com/pureverbs/pureverbs/tools/rxevm/internal/vm"
-	"github.com/pureverbs/pureverbs/tools/rxevm/internal/guest"
 	"github.com/pureverbs/pureverbs/rxe/rxelink"
+	"github.com/pureverbs/pureverbs/tools/rxevm/internal/guest"
+	"github.com/pureverbs/pureverbs/tools/rxevm/internal/vm"
+	"github.com/pureverbs/pureverbs/tools/rxevm/topology"
 )
 
 func usage() {
