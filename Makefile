@@ -9,6 +9,11 @@ RUN     ?= .
 ITIMEOUT ?= 20m
 export RXEVM_CACHE := $(CACHE)
 
+# The integration tests in the VM, written once: $(call vmtest,RUN-REGEXP[,COUNT[,TIMEOUT]]),
+# after any RXEVM_* settings the target needs.
+vmtest = CGO_ENABLED=0 $(GO) test -tags integration -count=$(or $(2),1) -p 1 -timeout $(or $(3),$(ITIMEOUT)) \
+	-exec '$(RXEVM) exec' -run '$(1)' -v ./integration/
+
 .PHONY: bench-perftest faults soak-server bench-server all setup demo test test-all itest-bare check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
 
 all: test
@@ -68,15 +73,13 @@ unit: $(RXEVM)
 
 ## itest: the integration tests inside the VM; RUN=regexp picks tests by name
 itest: setup
-	CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 -timeout $(ITIMEOUT) \
-		-exec '$(RXEVM) exec' -run '$(RUN)' -v ./integration/
+	$(call vmtest,$(RUN))
 
 ## itest-arm64: the integration tests on Debian's arm64 kernel under qemu-system-aarch64 (TCG); not part of make test
 # ARMCOUNT=n runs each test n times in one boot (the ten-in-a-row check: README, arm64).
 itest-arm64: rxevm
 	RXEVM_ARCH=arm64 $(RXEVM) setup
-	RXEVM_ARCH=arm64 GOARCH=arm64 CGO_ENABLED=0 $(GO) test -tags integration -count=$(or $(ARMCOUNT),1) -p 1 -timeout $(or $(ARMTIMEOUT),60m) \
-		-exec '$(RXEVM) exec' -run '$(RUN)' -v ./integration/
+	RXEVM_ARCH=arm64 GOARCH=arm64 $(call vmtest,$(RUN),$(ARMCOUNT),$(or $(ARMTIMEOUT),60m))
 	cd integration/example && GOARCH=arm64 CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) \
 		-exec 'env -u GOARCH $(GO) tool rxevm exec' -v ./...
 
@@ -86,13 +89,11 @@ itest-matrix:
 
 ## itest-twovm: the tests written for two hosts, on two VMs joined by a QEMU socket netdev
 itest-twovm: setup
-	RXEVM_TOPOLOGY=twovm CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 -timeout $(ITIMEOUT) \
-		-exec '$(RXEVM) exec' -run 'TwoVM' -v ./integration/
+	RXEVM_TOPOLOGY=twovm $(call vmtest,TwoVM)
 
 ## itest-bare: the guest as a minimal host — rdma_rxe on disk, not loaded, no links — where rxe-link loads it (modules.dep, finit_module) and adds, lists and deletes a link
 itest-bare: setup
-	RXEVM_TOPOLOGY=none RXEVM_UNLOADED=rdma_rxe,crc32_generic CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 \
-		-timeout $(ITIMEOUT) -exec '$(RXEVM) exec' -run '^TestRxeLinkTool$$' -v ./integration/
+	RXEVM_TOPOLOGY=none RXEVM_UNLOADED=rdma_rxe,crc32_generic $(call vmtest,^TestRxeLinkTool$$)
 
 ## itest-example: the example module's tests, run the way another project runs them: go tool rxevm exec from its own directory; then qp/rdmacm's godoc examples (skipped on hosts without RDMA CM), output checked, in the VM
 itest-example: setup
@@ -101,8 +102,7 @@ itest-example: setup
 
 ## itest-selfcheck: a deliberately failing test must make the harness fail, visibly
 itest-selfcheck: setup
-	@out=$$(RXEVM_SELFCHECK=1 CGO_ENABLED=0 $(GO) test -tags integration -count=1 \
-		-exec '$(RXEVM) exec' -run '^TestHarnessSelfcheck$$' -v ./integration/ 2>&1); rc=$$?; \
+	@out=$$(RXEVM_SELFCHECK=1 $(call vmtest,^TestHarnessSelfcheck$$) 2>&1); rc=$$?; \
 	if [ $$rc -eq 0 ]; then echo "$$out"; echo "selfcheck: a failing test passed through the harness"; exit 1; fi; \
 	if ! echo "$$out" | grep -q 'deliberate failure seen by the harness'; then \
 		echo "$$out"; echo "selfcheck: the failure was not shown"; exit 1; fi; \
