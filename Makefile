@@ -14,7 +14,7 @@ export RXEVM_CACHE := $(CACHE)
 vmtest = CGO_ENABLED=0 $(GO) test -tags integration -count=$(or $(2),1) -p 1 -timeout $(or $(3),$(ITIMEOUT)) \
 	-exec '$(RXEVM) exec' -run '$(1)' -v ./integration/
 
-.PHONY: bench-perftest faults soak-server bench-server all setup demo test test-all itest-bare check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
+.PHONY: bench-perftest faults soak-server bench-server all setup demo demo-faults test test-all itest-bare check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
 
 all: test
 
@@ -32,9 +32,20 @@ rxevm: $(RXEVM)
 setup: $(RXEVM)
 	$(RXEVM) setup
 
-## demo: boot the VM, stream frames from rocev2-send on rxe1 to rocev2-server on rxe0 over the veth pair, print the rate and "0 lost, 0 corrupt"
+## demo: boot the VM, stream frames from rocev2-send to rocev2-server over a veth pair, print the rate and the verdict (every frame counted, none lost, out of order or corrupt)
 demo: setup
 	$(RXEVM) run -timeout 5m -- /usr/local/bin/rocev2-demo
+
+## demo-faults: the demo must fail, naming the fault, when rocev2-send drops a frame (-drop) or corrupts one (-corrupt)
+demo-faults: setup
+	@for fault in 'drop 100:1 lost' 'corrupt 200:1 corrupt'; do \
+		flags=$${fault%%:*}; want=$${fault#*:}; \
+		out=$$($(RXEVM) run -timeout 5m -- /usr/local/bin/rocev2-demo -- -$$flags 2>&1); rc=$$?; \
+		if [ $$rc -eq 0 ]; then echo "$$out"; echo "demo-faults: the demo passed with rocev2-send -$$flags"; exit 1; fi; \
+		if ! echo "$$out" | grep -q "rocev2-demo: verdict: $$want"; then \
+			echo "$$out"; echo "demo-faults: -$$flags: no 'verdict: $$want' line"; exit 1; fi; \
+		echo "demo-faults: rocev2-send -$$flags: $$(echo "$$out" | grep 'rocev2-demo: verdict:') (exit $$rc)"; \
+	done
 
 ## test: static checks, host unit tests (race detector), then the VM integration tests
 test: check unit itest itest-twovm itest-selfcheck itest-example itest-bare
