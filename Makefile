@@ -14,7 +14,7 @@ export RXEVM_CACHE := $(CACHE)
 vmtest = CGO_ENABLED=0 $(GO) test -tags integration -count=$(or $(2),1) -p 1 -timeout $(or $(3),$(ITIMEOUT)) \
 	-exec '$(RXEVM) exec' -run '$(1)' -v ./integration/
 
-.PHONY: bench-perftest faults soak-server bench-server all setup demo demo-faults test test-all itest-bare check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
+.PHONY: bench-perftest faults soak-server bench-server all setup demo demo-faults outside-module test test-all itest-bare check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
 
 all: test
 
@@ -46,6 +46,10 @@ demo-faults: setup
 			echo "$$out"; echo "demo-faults: -$$flags: no 'verdict: $$want' line"; exit 1; fi; \
 		echo "demo-faults: rocev2-send -$$flags: $$(echo "$$out" | grep 'rocev2-demo: verdict:') (exit $$rc)"; \
 	done
+
+## outside-module: a module in a temporary directory runs the README's "Testing your own module" commands against this commit, published to a file-based module proxy (.ci/outside-module; OUTSIDE_ARCHS="amd64 arm64")
+outside-module: setup
+	.ci/outside-module $(OUTSIDE_ARCHS)
 
 ## test: static checks, host unit tests (race detector), then the VM integration tests
 test: check unit itest itest-twovm itest-selfcheck itest-example itest-bare
