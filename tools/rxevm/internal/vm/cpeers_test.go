@@ -60,7 +60,6 @@ func TestBuildCPeerCachedBySource(t *testing.T) {
 // walk up the directories that ModuleDir replaced found only the first two.
 func TestModuleDir(t *testing.T) {
 	t.Setenv("GOWORK", "off")
-	t.Setenv("GOFLAGS", "-mod=mod")
 	write := func(dir, gomod string) {
 		t.Helper()
 		if err := os.MkdirAll(dir, 0o755); err != nil {
