@@ -94,10 +94,10 @@ itest-bare: setup
 	RXEVM_TOPOLOGY=none RXEVM_UNLOADED=rdma_rxe,crc32_generic CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 \
 		-timeout $(ITIMEOUT) -exec '$(RXEVM) exec' -run '^TestRxeLinkTool$$' -v ./integration/
 
-## itest-example: the example module's tests, run the way another project runs them: go tool rxevm exec from its own directory; then qp/rdmacm's godoc examples (skipped on hosts without RDMA CM), output checked, in the VM
+## itest-example: the example module's tests, run the way another project runs them: go tool rxevm exec from its own directory; then the godoc examples of the main paths (RC send/receive, RDMA CM Dial/Listen, the server's Serve; skipped on hosts without rxe), output checked, in the VM
 itest-example: setup
 	cd integration/example && CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) -exec '$(GO) tool rxevm exec' -v ./...
-	CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) -exec '$(RXEVM) exec' -run '^Example' -v ./qp/rdmacm/
+	CGO_ENABLED=0 $(GO) test -count=1 -p 1 -timeout $(ITIMEOUT) -exec '$(RXEVM) exec' -run '^Example' -v ./qp/ ./qp/rdmacm/ ./server/
 
 ## itest-selfcheck: a deliberately failing test must make the harness fail, visibly
 itest-selfcheck: setup
