@@ -120,9 +120,9 @@ func renumber(out []byte, dir string, fence int) []byte {
 	})
 }
 
-// The section helper s24-door's CI runs from, as a user would type it:
-// a ```sh block under "## Testing your own module" whose lines are exactly
-// these two.
+// The commands .ci/outside-module runs, as a user would type them: the
+// first ```sh block under "## Testing your own module" holds exactly these
+// two lines, and a later one the arm64 variant.
 func TestOwnModuleCommands(t *testing.T) {
 	doc, err := os.ReadFile(readmePath)
 	if err != nil {
@@ -143,6 +143,16 @@ func TestOwnModuleCommands(t *testing.T) {
 		"CGO_ENABLED=0 go test -exec 'go tool rxevm exec' ./...\n"
 	if len(blocks) == 0 || blocks[0].lang != "sh" || blocks[0].text != want {
 		t.Errorf("the section's first block is not the sh block\n%s", want)
+	}
+	// The arm64 variant: a line of an sh block of its own, which CI runs
+	// with the module's tests built for arm64.
+	arm64 := "GOARCH=arm64 CGO_ENABLED=0 go test -exec 'env -u GOARCH go tool rxevm exec' ./...\n"
+	found := false
+	for _, b := range blocks[1:] {
+		found = found || b.lang == "sh" && b.text == arm64
+	}
+	if !found {
+		t.Errorf("the section has no sh block of its own with\n%s", arm64)
 	}
 }
 
