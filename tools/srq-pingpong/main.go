@@ -74,7 +74,11 @@ func pingpongMain(o *options, stdout io.Writer) (err error) {
 		if client {
 			return dialExchange(o.server, o.port, local)
 		}
-		return acceptExchange(o.port, local, func(r []peerT) error { return e.connect(local, r) })
+		ln, err := pp.Listen(o.port)
+		if err != nil {
+			return nil, err
+		}
+		return acceptExchange(ln, local, func(r []peerT) error { return e.connect(local, r) })
 	}()
 	if err != nil {
 		return err
