@@ -37,14 +37,28 @@ import (
 	"os"
 	"runtime"
 	"time"
+
+	"github.com/pureverbs/pureverbs/tools/internal/errwriter"
 )
 
 func main() {
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
 
-// run is the whole program; it returns the exit status.
+// run is the whole program; it returns the exit status. A report that
+// could not be written in full fails the run (see errwriter).
 func run(args []string, stdout, stderr io.Writer) int {
+	out := errwriter.New(stdout)
+	status := runTool(args, out, stderr)
+	if err := out.Err(); err != nil {
+		fmt.Fprintf(stderr, "perftest: writing the report: %v\n", err)
+		return 1
+	}
+	return status
+}
+
+// runTool is run without the check of the report's writes.
+func runTool(args []string, stdout, stderr io.Writer) int {
 	if os.Getenv(envMallocs) == "1" {
 		runtime.MemProfileRate = 1 // see loopAllocs
 	}

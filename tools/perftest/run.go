@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/tools/internal/errwriter"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -536,26 +537,29 @@ const (
 
 // measure runs a measured loop, counting its heap allocations when
 // PERFTEST_MALLOCS=1.
-func (t *tool) measure(loop func() error) error {
+func (t *tool) measure(loop func() error) (err error) {
 	if path := os.Getenv(envProfile); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			return err
+		f, ferr := os.Create(path)
+		if ferr != nil {
+			return ferr
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return err
+		// pprof drops its write errors; w keeps them.
+		w := errwriter.New(f)
+		if perr := pprof.StartCPUProfile(w); perr != nil {
+			return errors.Join(perr, f.Close())
 		}
 		defer func() {
 			pprof.StopCPUProfile()
-			f.Close()
+			if perr := errors.Join(w.Err(), f.Close()); perr != nil {
+				err = errors.Join(err, fmt.Errorf("perftest: CPU profile %s: %w", path, perr))
+			}
 		}()
 	}
 	if os.Getenv(envMallocs) != "1" {
 		return loop()
 	}
 	before := loopAllocSites()
-	err := loop()
+	err = loop()
 	after := loopAllocSites()
 	fmt.Fprintf(t.stderr, "perftest: %d heap allocations in the measured loop\n", allocTotal(after)-allocTotal(before))
 	for site, c := range after {
