@@ -21,6 +21,10 @@
 // other parameters, or gone) ends with an error instead of hanging, and
 // every exchange with the peer is bounded by a minute while it is expected
 // to answer at once (PERFTEST_TIMEOUT, a Go duration, sets both limits).
+// What the peer announces (version, page size, cache line, MTU, address
+// records) is checked before anything is sized or posted from it, and a
+// lie is refused naming the field and the value; a report that could not
+// be written in full fails the run.
 // -R runs the exchange and the test QPs over RDMA CM (package qp/rdmacm),
 // one connection per QP, RC or UD (perftest refuses UC there); -z only
 // the exchange.
