@@ -266,8 +266,8 @@ func exchangeAll(s *session, n int) (sysData, []dest, error) {
 }
 
 // A peer that says anything at all, to either end: the exchange ends
-// with an error or with values the tool can use, never a panic or a hang,
-// and a refusal names the peer.
+// with an error or with values the tool can use (checkUsable, 24-bit
+// record fields), never a panic or a hang.
 func FuzzPeerExchange(f *testing.F) {
 	good := append(sysMsgs("6.06", 4096, 64, "3"), record(dest{qpn: 0x11, psn: 0x22})...)
 	f.Add(good, false, uint8(1))
