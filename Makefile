@@ -110,10 +110,10 @@ itest-twovm: setup
 itest-bare: setup
 	RXEVM_TOPOLOGY=none RXEVM_UNLOADED=rdma_rxe,crc32_generic $(call vmtest,^TestRxeLinkTool$$)
 
-## itest-example: the example module's tests, run the way another project runs them: go tool rxevm exec from its own directory; then qp/rdmacm's godoc examples (skipped on hosts without RDMA CM), output checked, in the VM
+## itest-example: the example module's tests, run the way another project runs them: go tool rxevm exec from its own directory; then the godoc examples of the main paths (RC send/receive, RDMA CM Dial/Listen, the server's Serve; skipped on hosts without rxe), output checked, in the VM
 itest-example: setup
 	cd integration/example && CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) -exec '$(GO) tool rxevm exec' -v ./...
-	CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) -exec '$(RXEVM) exec' -run '^Example' -v ./qp/rdmacm/
+	CGO_ENABLED=0 $(GO) test -count=1 -p 1 -timeout $(ITIMEOUT) -exec '$(RXEVM) exec' -run '^Example' -v ./qp/ ./qp/rdmacm/ ./server/
 
 ## itest-selfcheck: a deliberately failing test must make the harness fail, visibly
 itest-selfcheck: setup
@@ -135,9 +135,15 @@ soak-server: setup
 faults: setup
 	RXEVM_FAULTS=1 $(MAKE) itest RUN='$(or $(FAULTRUN),^TestNetem)' ITIMEOUT=120m
 
-## bench-server: Go server vs perftest ib_send_bw server at 64 B..9000 B, in one boot
+# The bench targets' tests print their tables as Markdown sections, headed by commit, kernel, mode and date,
+# and splice writes each into its tool's README between its markers (integration/internal/benchmd);
+# the run's output passes through and its exit status is kept.
+BENCHENV = RXEVM_BENCH=1 RXEVM_BENCH_MARKDOWN=1 RXEVM_BENCH_COMMIT=$$(git rev-parse --short=12 HEAD)$$(git diff --quiet HEAD -- . ':!*.md' || echo -dirty)
+SPLICE   = $(GO) run ./integration/internal/benchmd/splice
+
+## bench-server: Go server vs perftest ib_send_bw server at 64 B..9000 B, in one boot; the table goes into tools/rocev2-server/README.md
 bench-server: setup
-	RXEVM_BENCH=1 $(MAKE) itest RUN='TestRoCEv2ReceiverBench' ITIMEOUT=30m
+	{ $(BENCHENV) $(MAKE) itest RUN='TestRoCEv2ReceiverBench' ITIMEOUT=30m 2>&1; echo "bench-exit $$?"; } | $(SPLICE) tools/rocev2-server/README.md
 
 ## fuzz: run every fuzz target for FUZZTIME each (their seeds run in make unit anyway)
 FUZZTIME ?= 30s
@@ -153,13 +159,14 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-## bench-perftest: the Go perftest against Debian's, every test at 64 B / 4 KiB / 64 KiB, 5 interleaved rounds, PERFTEST-RATIO lines
+## bench-perftest: the Go perftest against Debian's, every test at 64 B / 4 KiB / 64 KiB, 5 interleaved rounds, PERFTEST-RATIO lines; the table goes into tools/perftest/README.md
 bench-perftest: setup
-	RXEVM_BENCH=1 $(MAKE) itest RUN='TestPerftestBench' ITIMEOUT=60m
+	{ $(BENCHENV) $(MAKE) itest RUN='TestPerftestBench' ITIMEOUT=60m 2>&1; echo "bench-exit $$?"; } | $(SPLICE) tools/perftest/README.md
 
-## bench-vm: Go and C side by side in one VM boot (rc-pingpong, the server, perftest)
+## bench-vm: Go and C side by side in one VM boot (rc-pingpong, the server, perftest); the tables go into the tools' READMEs
 bench-vm: setup
-	RXEVM_BENCH=1 $(MAKE) itest RUN='Bench|SideBySide' ITIMEOUT=90m
+	{ $(BENCHENV) $(MAKE) itest RUN='Bench|SideBySide' ITIMEOUT=90m 2>&1; echo "bench-exit $$?"; } | \
+		$(SPLICE) tools/rc-pingpong/README.md tools/rocev2-server/README.md tools/perftest/README.md
 
 ## test-host: the integration tests on this machine, when it has rdma_rxe itself (no VM)
 test-host:

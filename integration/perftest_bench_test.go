@@ -155,6 +155,11 @@ func TestPerftestBench(t *testing.T) {
 		} else {
 			t.Logf("Go perftest vs C perftest (TCG VM, one boot):\n%s", table)
 			fmt.Print(lines)
+			if len(rows) < len(perftestBenchRows()) {
+				t.Log("a subset of the rows (RXEVM_BENCHROWS): no Markdown table for the README")
+			} else if err := benchMarkdown("perftest", table); err != nil {
+				t.Error(err)
+			}
 		}
 	}
 }

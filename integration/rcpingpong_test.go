@@ -239,6 +239,9 @@ func TestSideBySideRCPingpong(t *testing.T) {
 	type result struct{ usec, mbits, cpu []float64 }
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\n%d interleaved rounds\n%-12s %-19s %-9s %-9s %-40s %-12s %-12s %s\n", rounds, "params", "tool", "Go/C", "best", "usec/iter (median; runs)", "CPU us/iter", "CPU Go/C", "Mbit/s (median; runs)")
+	// The same medians as a Markdown table, for tools/rc-pingpong/README.md.
+	var md strings.Builder
+	fmt.Fprintf(&md, "| params | tool | usec/iter (median of %d) | Go/C | CPU usec/iter | CPU Go/C | Mbit/s | usec/iter, every run |\n|---|---|---|---|---|---|---|---|\n", rounds)
 	port := 18700
 	for _, c := range []struct {
 		name        string
@@ -289,9 +292,19 @@ func TestSideBySideRCPingpong(t *testing.T) {
 				cpu = strconv.FormatFloat(median(res[i].cpu), 'f', 0, 64)
 			}
 			fmt.Fprintf(&sb, "%-12s %-19s %-9s %-9s %-40s %-12s %-12s %s\n", c.name, tool.name, ratio, best, summarize(res[i].usec, 0), cpu, cpuRatio, summarize(res[i].mbits, 2))
+			usec, mbits, runs := "-", "-", "-"
+			if len(res[i].usec) > 0 {
+				usec = strconv.FormatFloat(median(res[i].usec), 'f', 0, 64)
+				mbits = strconv.FormatFloat(median(res[i].mbits), 'f', 2, 64)
+				runs = strings.TrimPrefix(summarize(res[i].usec, 0), usec+"; ")
+			}
+			fmt.Fprintf(&md, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", c.name, tool.name, usec, ratio, cpu, cpuRatio, mbits, runs)
 		}
 	}
 	t.Log(sb.String())
+	if err := benchMarkdown("rc-pingpong", md.String()); err != nil {
+		t.Error(err)
+	}
 }
 
 // median is the middle value of xs (the upper one of the two middle values

@@ -166,6 +166,9 @@ func TestRoCEv2ReceiverBench(t *testing.T) {
 	}
 	t.Logf("receivers side by side (TCG VM, frames per run: 40000, 30000, 12000, 6000):\n%s", table.String())
 	fmt.Print(ratios.String())
+	if err := benchMarkdown("server", table.String()); err != nil {
+		t.Error(err)
+	}
 }
 
 // medianRun is the run with the median frame rate (the upper middle one

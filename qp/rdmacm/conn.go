@@ -220,7 +220,7 @@ func (c *Conn) release() error {
 			errs = append(errs, c.pd.Close())
 		}
 	}
-	devices.release(c.dev)
+	errs = append(errs, devices.release(c.dev))
 	c.dev = nil
 	return errors.Join(errs...)
 }

@@ -150,8 +150,7 @@ func (l *Listener) take(ev *uverbs.CMEvent) (_ *Request, err error) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		devices.release(r.dev)
-		return nil, ErrClosed
+		return nil, errors.Join(ErrClosed, devices.release(r.dev))
 	}
 	l.pending[r] = struct{}{}
 	l.mu.Unlock()
@@ -269,8 +268,7 @@ func (r *Request) reject(privateData []byte, forget bool) error {
 	err := r.ch.Reject(r.id, 0, privateData)
 	r.ch.DestroyID(r.id)
 	r.ch.Close()
-	devices.release(r.dev)
-	return err
+	return errors.Join(err, devices.release(r.dev))
 }
 
 // Accept builds a PD, CQ and QP on the request's device as o says, takes
