@@ -155,7 +155,7 @@ type sideChannel struct {
 	wg    sync.WaitGroup
 
 	mu    sync.Mutex
-	conns map[net.Conn]*exchanging // connections in an exchange, closed by shutdown
+	conns map[net.Conn]*exchanging // connections in an exchange or watched, closed by shutdown
 	live  net.Conn                 // the running sender's connection, closed by shutdown
 }
 
@@ -264,14 +264,28 @@ func (sc *sideChannel) handle(conn net.Conn, x *exchanging) {
 	}
 	sc.s.c.exchanges.Add(1)
 	sc.opts.Logf("side channel: sender %s connected", conn.RemoteAddr())
-	// The connection stays open until the sender closes it, the next one
-	// replaces this one (endSessionLocked closes it) or Serve returns.
+	sc.connected(conn, ss)
+}
+
+// connected keeps the connection of a sender whose exchange completed:
+// it stays open until the sender closes it, the next one replaces this
+// one (endSessionLocked closes it) or Serve returns. With WatchPeer it
+// watches it until then, tracked in conns so that shutdown ends the
+// watch. Two exchanges completing close together may get here in either
+// order: live names the connection only while its session is the running
+// one, checked under sc.mu, so that the later replacement always wins.
+func (sc *sideChannel) connected(conn net.Conn, ss *session) {
 	sc.mu.Lock()
-	delete(sc.conns, conn)
-	sc.live = conn
+	if !sc.opts.WatchPeer {
+		delete(sc.conns, conn)
+	}
+	if sc.s.isRunning(ss) {
+		sc.live = conn
+	}
 	sc.mu.Unlock()
 	if sc.opts.WatchPeer {
 		sc.s.watch(conn, ss, sc.opts.Logf)
+		sc.untrack(conn)
 	}
 }
 
@@ -343,6 +357,13 @@ func (s *Server) watch(conn net.Conn, ss *session, logf func(string, ...any)) {
 			return
 		}
 	}
+}
+
+// isRunning reports whether ss is the running connection.
+func (s *Server) isRunning(ss *session) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sess == ss
 }
 
 // endSession ends ss if it is still the running connection, draining what
