@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,14 @@ import (
 // does; the cleanup stops it before r closes.
 func (r *rxServer) serveCM() {
 	r.t.Helper()
+	r.serveCMOpts(server.CMOptions{Logf: r.logf})
+}
+
+// serveCMOpts is serveCM with options; it returns a function that stops
+// ServeCM (cancels its context) and says how long it took to return (the
+// cleanup calls it if the test did not).
+func (r *rxServer) serveCMOpts(opts server.CMOptions) (stop func() time.Duration) {
+	r.t.Helper()
 	ip, ok := r.srv.CMAddr()
 	if !ok || ip != netip.MustParseAddr("10.99.0.1") {
 		r.t.Fatalf("CMAddr %v %v, want 10.99.0.1", ip, ok)
@@ -32,13 +41,22 @@ func (r *rxServer) serveCM() {
 		r.t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- r.srv.ServeCM(ctx, l, server.CMOptions{Logf: r.logf}) }()
-	r.t.Cleanup(func() {
-		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) && !errors.Is(err, server.ErrClosed) {
-			r.t.Errorf("ServeCM: %v", err)
-		}
-	})
+	go func() { done <- r.srv.ServeCM(ctx, l, opts) }()
+	var once sync.Once
+	var took time.Duration
+	stop = func() time.Duration {
+		once.Do(func() {
+			start := time.Now()
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) && !errors.Is(err, server.ErrClosed) {
+				r.t.Errorf("ServeCM: %v", err)
+			}
+			took = time.Since(start)
+		})
+		return took
+	}
+	r.t.Cleanup(func() { stop() })
+	return stop
 }
 
 var sentFrames = regexp.MustCompile(`sent (\d+) frames`)

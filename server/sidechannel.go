@@ -212,8 +212,18 @@ func (sc *sideChannel) allowed(addr net.Addr) bool {
 	if err != nil {
 		return false
 	}
-	ip := ap.Addr().Unmap()
-	for _, p := range sc.opts.AllowedSenders {
+	return allowedAddr(sc.opts.AllowedSenders, ap.Addr())
+}
+
+// allowedAddr checks ip against an allow-list (ServeOptions.AllowedSenders,
+// CMOptions.AllowedSenders): an empty list allows every address, an
+// IPv4-mapped address is checked as IPv4.
+func allowedAddr(allow []netip.Prefix, ip netip.Addr) bool {
+	if len(allow) == 0 {
+		return true
+	}
+	ip = ip.Unmap()
+	for _, p := range allow {
 		if p.Contains(ip) {
 			return true
 		}
