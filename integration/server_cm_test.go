@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,10 +24,9 @@ func (r *rxServer) serveCM() {
 	r.serveCMOpts(server.CMOptions{Logf: r.logf})
 }
 
-// serveCMOpts is serveCM with options; it returns a function that stops
-// ServeCM (cancels its context) and says how long it took to return (the
-// cleanup calls it if the test did not).
-func (r *rxServer) serveCMOpts(opts server.CMOptions) (stop func() time.Duration) {
+// serveCMOpts is serveCM with options; the channel it returns is closed
+// when ServeCM has returned.
+func (r *rxServer) serveCMOpts(opts server.CMOptions) (ended <-chan struct{}) {
 	r.t.Helper()
 	ip, ok := r.srv.CMAddr()
 	if !ok || ip != netip.MustParseAddr("10.99.0.1") {
@@ -40,23 +38,20 @@ func (r *rxServer) serveCMOpts(opts server.CMOptions) (stop func() time.Duration
 		cancel()
 		r.t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- r.srv.ServeCM(ctx, l, opts) }()
-	var once sync.Once
-	var took time.Duration
-	stop = func() time.Duration {
-		once.Do(func() {
-			start := time.Now()
-			cancel()
-			if err := <-done; !errors.Is(err, context.Canceled) && !errors.Is(err, server.ErrClosed) {
-				r.t.Errorf("ServeCM: %v", err)
-			}
-			took = time.Since(start)
-		})
-		return took
-	}
-	r.t.Cleanup(func() { stop() })
-	return stop
+	done := make(chan struct{})
+	var serveErr error
+	go func() {
+		serveErr = r.srv.ServeCM(ctx, l, opts)
+		close(done)
+	}()
+	r.t.Cleanup(func() {
+		cancel()
+		<-done
+		if !errors.Is(serveErr, context.Canceled) && !errors.Is(serveErr, server.ErrClosed) {
+			r.t.Errorf("ServeCM: %v", serveErr)
+		}
+	})
+	return done
 }
 
 var sentFrames = regexp.MustCompile(`sent (\d+) frames`)

@@ -95,6 +95,8 @@ func (s *Server) ServeCM(ctx context.Context, l *rdmacm.Listener, opts CMOptions
 		return ErrConnected
 	}
 	s.servingCM = true
+	s.ways.Add(1)
+	defer s.ways.Done()
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
@@ -110,13 +112,7 @@ func (s *Server) ServeCM(ctx context.Context, l *rdmacm.Listener, opts CMOptions
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(ctx, func() { l.Close() })
-	go func() {
-		select {
-		case <-s.done:
-			l.Close()
-		case <-ctx.Done():
-		}
-	}()
+	s.closeOnStop(ctx, l)
 	a := &cmAccepts{s: s, opts: &opts, slots: make(chan struct{}, opts.MaxAccepts), running: map[*cmAccept]struct{}{}}
 	defer func() {
 		// Cancel before waiting: an accept waiting for an RTU would
@@ -132,10 +128,8 @@ func (s *Server) ServeCM(ctx context.Context, l *rdmacm.Listener, opts CMOptions
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			select {
-			case <-s.done:
+			if s.stopped() {
 				return ErrClosed
-			default:
 			}
 			return fmt.Errorf("server: RDMA CM request: %w", err)
 		}

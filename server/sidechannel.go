@@ -71,6 +71,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, opts ServeOptions) 
 		return ErrConnected
 	}
 	s.serving = true
+	s.ways.Add(1)
+	defer s.ways.Done()
 	s.mu.Unlock()
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultExchangeTimeout
@@ -87,13 +89,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, opts ServeOptions) 
 	sc := &sideChannel{s: s, opts: opts, slots: make(chan struct{}, opts.MaxExchanges), conns: map[net.Conn]*exchanging{}}
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
-	go func() {
-		select {
-		case <-s.done:
-			ln.Close()
-		case <-ctx.Done():
-		}
-	}()
+	s.closeOnStop(ctx, ln)
 	defer sc.shutdown()
 	for {
 		conn, err := ln.Accept()
@@ -108,10 +104,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, opts ServeOptions) 
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			select {
-			case <-s.done:
+			if s.stopped() {
 				return ErrClosed
-			default:
 			}
 			return fmt.Errorf("server: side channel accept: %w", err)
 		}
