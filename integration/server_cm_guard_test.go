@@ -5,6 +5,8 @@ package integration
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -209,4 +211,45 @@ func TestServerToolsFullDisk(t *testing.T) {
 		t.Errorf("the summary's byte count %v is not the file's size %d", m, fi.Size())
 	}
 	t.Logf("file %d bytes; rocev2-server:\n%s", fi.Size(), out)
+}
+
+// TestServerCloseDuringExchange: Close while a side-channel exchange holds
+// a QP of its own (the client sent its record, got the server's, and never
+// says "done") ends the exchange before the device goes: Close returns
+// nil at once and Serve ErrClosed. Before, the teardown released the
+// device under the exchange's QP and CQ and Close failed with EBUSY.
+func TestServerCloseDuringExchange(t *testing.T) {
+	r := newRXServerOpts(t, nil, func(o *server.ServeOptions) { o.Timeout = time.Minute })
+	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(r.port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("0000:000123:000001:00000000000000000000ffff0a630002\x00")); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadFull(c, make([]byte, 52)); err != nil {
+		t.Fatalf("the server's record: %v", err)
+	}
+	start := time.Now()
+	if err := r.srv.Close(); err != nil {
+		t.Errorf("Close with an exchange holding its QP: %v", err)
+	}
+	select {
+	case err := <-r.serveErr:
+		r.serveErr <- err // for r's cleanup
+		if !errors.Is(err, server.ErrClosed) {
+			t.Errorf("Serve: %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve still running 5 s after Close")
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Close took %v", took)
+	}
+	st := r.srv.Stats()
+	if st.ExchangeFailures != 1 || st.Exchanges != 0 {
+		t.Errorf("exchanges %d failed %d; want 0 and 1\n%s", st.Exchanges, st.ExchangeFailures, r.log())
+	}
 }
