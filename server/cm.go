@@ -141,7 +141,7 @@ func (s *Server) ServeCM(ctx context.Context, l *rdmacm.Listener, opts CMOptions
 		case a.slots <- struct{}{}:
 		default:
 			if !a.evict(ctx) {
-				a.refuse(req, fmt.Sprintf("%d accepts running, each established", opts.MaxAccepts))
+				a.refuse(req, fmt.Sprintf("%d accepts running, none of them evictable", opts.MaxAccepts))
 				continue
 			}
 		}
