@@ -18,12 +18,13 @@ func (b *Buffer) LoadByte(off int) byte {
 		panic(fmt.Sprintf("uverbs: Buffer.LoadByte offset %d outside [0, %d)", off, b.size))
 	}
 	b.mapped.RLock()
-	defer b.mapped.RUnlock()
 	if b.closed.Load() {
+		b.mapped.RUnlock()
 		return 0
 	}
 	word := off &^ 3
 	v := atomic.LoadUint32((*uint32)(unsafe.Pointer(&b.mem[word])))
+	b.mapped.RUnlock()
 	var w [4]byte
 	*(*uint32)(unsafe.Pointer(&w[0])) = v // the word's bytes in memory order
 	return w[off-word]
