@@ -433,7 +433,7 @@ type Addr struct {
 	Port     uint8
 	PKey     uint16
 	Src, Dst netip.AddrPort
-	// IBDevIndex is the kernel's index of the device (Device.KernelIndex).
+	// IBDevIndex is the kernel's index of the device (rxelink.DeviceIndex).
 	IBDevIndex uint32
 }
 
