@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"sync/atomic"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/uverbs/fdwait"
 	"golang.org/x/sys/unix"
 )
 
@@ -166,11 +169,6 @@ func (l *loop) run() error {
 		l.running.Store(l)
 		defer l.running.CompareAndSwap(l, nil)
 	}
-	ep, err := newParker(l.q.EventFD(), l.p.wakeFD)
-	if err != nil {
-		return err
-	}
-	defer ep.close()
 	// quietSince is when the last completion was seen, read when the loop
 	// is about to park (zero: one came since the last park).
 	var idleSince, drainSince, quietSince time.Time
@@ -231,7 +229,7 @@ func (l *loop) run() error {
 			}
 			continue
 		}
-		timeout := -1
+		var deadline time.Time // none
 		if l.idle > 0 {
 			now := time.Now()
 			if quietSince.IsZero() {
@@ -241,19 +239,25 @@ func (l *loop) run() error {
 			if left <= 0 {
 				return ErrIdle
 			}
-			timeout = int((left + time.Millisecond - 1) / time.Millisecond)
+			deadline = now.Add(left)
 		}
-		if l.drain.Load() && (timeout < 0 || timeout > int(drainPoll/time.Millisecond)) {
-			timeout = int(drainPoll / time.Millisecond)
+		if l.drain.Load() {
+			if d := time.Now().Add(drainPoll); deadline.IsZero() || deadline.After(d) {
+				deadline = d
+			}
 		}
 		if !l.p.park(l.stop) {
 			continue
 		}
 		bump(&l.c.parks, 1)
-		err = ep.wait(timeout)
+		err = l.p.waiter.Wait(context.Background(), deadline, l.q.EventFD())
 		l.p.unpark()
-		if err != nil {
-			return err
+		switch {
+		case err == nil, err == fdwait.ErrWoken, errors.Is(err, os.ErrDeadlineExceeded):
+		case errors.Is(err, fdwait.ErrClosed):
+			return errStopped // the server closed its pool
+		default:
+			return fmt.Errorf("server: park: %w", err)
 		}
 		if err := l.q.DrainEvents(); err != nil {
 			return err
@@ -361,51 +365,3 @@ func (l *loop) call(f Frame) (err error) {
 	l.handler(f)
 	return nil
 }
-
-// parker is the epoll set the loop sleeps on: the CQ's channel and the
-// wake eventfd.
-type parker struct {
-	fd      int
-	events  [2]unix.EpollEvent
-	yielded time.Time // the last runtime.Gosched before a wait
-}
-
-func newParker(fds ...int) (*parker, error) {
-	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("server: epoll_create1: %w", err)
-	}
-	for _, fd := range fds {
-		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
-		if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-			unix.Close(ep)
-			return nil, fmt.Errorf("server: epoll_ctl add fd %d: %w", fd, err)
-		}
-	}
-	return &parker{fd: ep}, nil
-}
-
-// wait blocks until one of the fds is readable, or for at most msec
-// milliseconds (-1: without limit).
-// Every 2 ms of parks it first yields to the scheduler, as
-// cq.Channel.GetEvent does and for the same reason: a goroutine that only
-// sleeps in system calls keeps its scheduling tick, and after 10 ms the
-// runtime's monitor takes its P mid-wait and then wakes every 20 us.
-func (e *parker) wait(msec int) error {
-	if now := time.Now(); now.Sub(e.yielded) >= 2*time.Millisecond {
-		e.yielded = now
-		runtime.Gosched()
-	}
-	for {
-		_, err := unix.EpollWait(e.fd, e.events[:], msec)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("server: epoll_wait: %w", err)
-		}
-		return nil
-	}
-}
-
-func (e *parker) close() { unix.Close(e.fd) }
