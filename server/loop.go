@@ -109,13 +109,9 @@ func newLoop(p *pool, q queue, c *counters, cfg *Config, frames chan<- Frame, st
 // connection's first receives, before RTR.
 func (l *loop) postIdle() error {
 	l.scratch = l.p.takeReturned(l.scratch[:0])
+	l.scratch = l.p.idleSlots(l.scratch)
 	for _, s := range l.scratch {
 		l.queueSlot(s)
-	}
-	for i := range l.p.slots {
-		if l.p.slots[i].state() == slotIdle {
-			l.queueSlot(uint32(i))
-		}
 	}
 	return l.flush()
 }
@@ -130,9 +126,7 @@ func (l *loop) repost(slot uint32) {
 
 // queueSlot adds slot to the next re-post.
 func (l *loop) queueSlot(slot uint32) {
-	wr := l.p.wrs[slot]
-	wr.ID = l.p.wrID(slot)
-	l.batch = append(l.batch, wr)
+	l.batch = append(l.batch, l.p.recvWR(slot))
 	l.slots = append(l.slots, slot)
 }
 
@@ -149,10 +143,7 @@ func (l *loop) flush() error {
 		l.batch, l.slots = l.batch[:0], l.slots[:0]
 		return fmt.Errorf("server: post %d receives: %w", n, err)
 	}
-	for _, s := range l.slots {
-		l.p.slots[s].set(slotPosted)
-	}
-	l.p.counts.Add(toPosted * uint64(len(l.slots)))
+	l.p.markPosted(l.slots)
 	l.batch, l.slots = l.batch[:0], l.slots[:0]
 	return nil
 }
@@ -218,52 +209,61 @@ func (l *loop) run() error {
 				continue
 			}
 		}
-		// Idle for the whole budget: arm, then poll once more, since a
-		// completion that arrived before the arm raises no event.
-		if err := l.q.Arm(); err != nil {
+		// Idle for the whole budget.
+		slept, err := l.sleep(&quietSince)
+		if err != nil {
 			return err
 		}
-		if n, err := l.step(); err != nil || n > 0 {
-			if err != nil {
-				return err
-			}
-			continue
+		if slept {
+			empty, idleSince = 0, time.Time{}
 		}
-		var deadline time.Time // none
-		if l.idle > 0 {
-			now := time.Now()
-			if quietSince.IsZero() {
-				quietSince = now
-			}
-			left := l.idle - now.Sub(quietSince)
-			if left <= 0 {
-				return ErrIdle
-			}
-			deadline = now.Add(left)
-		}
-		if l.drain.Load() {
-			if d := time.Now().Add(drainPoll); deadline.IsZero() || deadline.After(d) {
-				deadline = d
-			}
-		}
-		if !l.p.park(l.stop) {
-			continue
-		}
-		bump(&l.c.parks, 1)
-		err = l.p.waiter.Wait(context.Background(), deadline, l.q.EventFD())
-		l.p.unpark()
-		switch {
-		case err == nil, err == fdwait.ErrWoken, errors.Is(err, os.ErrDeadlineExceeded):
-		case errors.Is(err, fdwait.ErrClosed):
-			return errStopped // the server closed its pool
-		default:
-			return fmt.Errorf("server: park: %w", err)
-		}
-		if err := l.q.DrainEvents(); err != nil {
-			return err
-		}
-		empty, idleSince = 0, time.Time{}
 	}
+}
+
+// sleep parks the loop until a completion, a Release, a wake or its idle
+// or drain limit: it arms the CQ, then polls once more, since a completion
+// that arrived before the arm raises no event. It reports whether it
+// parked (false: it found work first). quietSince is when the last
+// completion was seen (zero: one came since the last park); past
+// IdleTimeout the loop ends with ErrIdle.
+func (l *loop) sleep(quietSince *time.Time) (bool, error) {
+	if err := l.q.Arm(); err != nil {
+		return false, err
+	}
+	if n, err := l.step(); err != nil || n > 0 {
+		return false, err
+	}
+	var deadline time.Time // none
+	if l.idle > 0 {
+		now := time.Now()
+		if quietSince.IsZero() {
+			*quietSince = now
+		}
+		left := l.idle - now.Sub(*quietSince)
+		if left <= 0 {
+			return false, ErrIdle
+		}
+		deadline = now.Add(left)
+	}
+	if l.drain.Load() {
+		if d := time.Now().Add(drainPoll); deadline.IsZero() || deadline.After(d) {
+			deadline = d
+		}
+	}
+	if !l.p.park(l.stop) {
+		return false, nil
+	}
+	bump(&l.c.parks, 1)
+	err := l.p.waiter.Wait(context.Background(), deadline, l.q.EventFD())
+	l.p.unpark()
+	switch {
+	case err == nil, err == fdwait.ErrWoken, errors.Is(err, os.ErrDeadlineExceeded):
+	case errors.Is(err, fdwait.ErrClosed):
+		return false, errStopped // the server closed its pool
+	default:
+		return false, fmt.Errorf("server: park: %w", err)
+	}
+	return true, l.q.DrainEvents()
 }
 
 // step re-posts the released slots, polls one batch, handles it and
@@ -316,12 +316,11 @@ func (l *loop) step() (int, error) {
 // completion of the batch stopped the loop) a good receive is not
 // delivered: its slot stays idle.
 func (l *loop) complete(wc *cq.WC, stopping bool) (flushed bool, err error) {
-	slot, ok := l.p.posted(wcID(wc))
-	if !ok || !l.p.slots[slot].move(slotPosted, slotIdle) {
+	slot, ok := l.p.completed(wcID(wc))
+	if !ok {
 		bump(&l.c.badWRID, 1)
 		return false, nil
 	}
-	l.p.counts.Add(toHeld)
 	switch {
 	case wc.Status != cq.Success:
 		l.c.status(wc.Status)

@@ -9,8 +9,18 @@ import (
 	"github.com/pureverbs/pureverbs/uverbs/fdwait"
 )
 
-// Slot states. A slot is in exactly one of them; the loop owns the
-// transitions except downstream → returned, which Release makes.
+// Slot states. A slot is in exactly one of them. Every transition is a
+// pool method, called by the loop except downstream → returned, which
+// Release makes:
+//
+//	idle → posted          recvWR, then markPosted once the QP took it
+//	posted → idle          completed (a receive completion), unpostAll
+//	idle → downstream      deliver (a good receive: a Frame)
+//	downstream → returned  release (Frame.Release)
+//	returned → posted      takeReturned, then as idle
+//
+// The loop decides which one happens (a bad completion is re-posted, a
+// flush leaves the slot idle for the next connection).
 const (
 	slotIdle       uint64 = iota // out of the receive queue, nobody holds it
 	slotPosted                   // in the receive queue
@@ -144,6 +154,45 @@ func (p *pool) posted(id uint64) (uint32, bool) {
 		return 0, false
 	}
 	return slot, true
+}
+
+// recvWR is slot's next receive: its prebuilt work request under a new
+// id (see wrID). The slot is idle until markPosted.
+func (p *pool) recvWR(slot uint32) qp.RecvWR {
+	wr := p.wrs[slot]
+	wr.ID = p.wrID(slot)
+	return wr
+}
+
+// markPosted moves slots, whose receives the QP took, from idle to
+// posted.
+func (p *pool) markPosted(slots []uint32) {
+	for _, s := range slots {
+		p.slots[s].set(slotPosted)
+	}
+	p.counts.Add(toPosted * uint64(len(slots)))
+}
+
+// completed takes the slot a receive completion names out of the receive
+// queue (posted to idle, counted as held); false for an id that names no
+// receive the pool has posted (a repeated or stale completion).
+func (p *pool) completed(id uint64) (uint32, bool) {
+	slot, ok := p.posted(id)
+	if !ok || !p.slots[slot].move(slotPosted, slotIdle) {
+		return 0, false
+	}
+	p.counts.Add(toHeld)
+	return slot, true
+}
+
+// idleSlots appends the slots nobody holds to dst.
+func (p *pool) idleSlots(dst []uint32) []uint32 {
+	for i := range p.slots {
+		if p.slots[i].state() == slotIdle {
+			dst = append(dst, uint32(i))
+		}
+	}
+	return dst
 }
 
 // postedHeld returns the two counts, read together.
