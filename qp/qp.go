@@ -202,3 +202,7 @@ func (q *QP) Close() error {
 	err := q.core.Close()
 	return err
 }
+
+// Verbs returns the kernel-object layer's QP under q, for what this package
+// does not wrap. (An async event about q names q itself as its Object.)
+func (q *QP) Verbs() *uverbs.QP { return q.core.Verbs() }
