@@ -70,9 +70,9 @@ type Channel struct {
 	idle atomic.Uint32
 }
 
-// NewChannel creates a completion channel on ctx's device.
-func NewChannel(ctx *uverbs.Context) (*Channel, error) {
-	cc, err := ctx.CreateCompChannel()
+// NewChannel creates a completion channel on devctx's device.
+func NewChannel(devctx *uverbs.Context) (*Channel, error) {
+	cc, err := devctx.CreateCompChannel()
 	if err != nil {
 		return nil, err
 	}

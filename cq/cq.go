@@ -28,9 +28,9 @@ type CQ struct {
 	closed atomic.Bool
 }
 
-// New creates a completion queue of at least cqe entries on ctx's device.
+// New creates a completion queue of at least cqe entries on devctx's device.
 // With a channel, events for it arrive there after ReqNotify.
-func New(ctx *uverbs.Context, cqe int, ch *Channel) (*CQ, error) {
+func New(devctx *uverbs.Context, cqe int, ch *Channel) (*CQ, error) {
 	c := &CQ{ch: ch}
 	attr := uverbs.CQAttr{CQE: cqe, Owner: c}
 	var h uint64
@@ -42,7 +42,7 @@ func New(ctx *uverbs.Context, cqe int, ch *Channel) (*CQ, error) {
 		attr.Channel = ch.cc
 		attr.UserHandle = h
 	}
-	core, err := rxe.CreateCQ(ctx, attr)
+	core, err := rxe.CreateCQ(devctx, attr)
 	if err != nil {
 		if ch != nil {
 			ch.remove(h)
