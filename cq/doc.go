@@ -19,11 +19,11 @@
 //
 // The usual event loop:
 //
-//	ch, _ := cq.NewChannel(ctx)
-//	c, _ := cq.New(ctx, 256, ch)
+//	ch, _ := cq.NewChannel(devctx)
+//	c, _ := cq.New(devctx, 256, ch)
 //	c.ReqNotify(false)
 //	for {
-//		ev, err := ch.GetEvent(goctx) // blocks; honours goctx cancellation
+//		ev, err := ch.GetEvent(ctx) // blocks; honours ctx's cancellation
 //		...
 //		ev.Ack(1)
 //		ev.ReqNotify(false) // re-arm first, then drain: no completion is missed

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/rxe/rxelink"
 	"github.com/pureverbs/pureverbs/tools/rxevm/topology"
+	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -55,7 +56,7 @@ func gidIndex(t testing.TB, dev string) int {
 		t.Fatal(err)
 	}
 	for _, g := range gids {
-		if g.Type == rxelink.RoCEv2 && g.Addr.Is4() {
+		if g.Type == uverbs.GIDTypeRoCEv2 && g.GID.Addr().Unmap().Is4() {
 			return g.Index
 		}
 	}

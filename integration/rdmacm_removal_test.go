@@ -11,7 +11,6 @@ import (
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/integration/rxetest"
 	"github.com/pureverbs/pureverbs/qp/rdmacm"
-	"github.com/pureverbs/pureverbs/uverbs"
 	"github.com/vishvananda/netlink"
 )
 
@@ -57,7 +56,7 @@ func TestCMDeviceRemoval(t *testing.T) {
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer wcancel()
 	ev, err := c.WaitEvent(wctx)
-	if err != nil || ev.Type != uverbs.CMEventDeviceRemoval {
+	if err != nil || ev.Type != rdmacm.EventDeviceRemoval {
 		t.Fatalf("after rdma link delete %s: %v, %v; want DEVICE_REMOVAL", p.A.RDMA, ev.Type, err)
 	}
 	t.Logf("DEVICE_REMOVAL %v after the delete began", time.Since(start).Round(time.Millisecond))

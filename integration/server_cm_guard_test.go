@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/qp/rdmacm"
+	"github.com/pureverbs/pureverbs/qp/rdmacm/ucma"
 	"github.com/pureverbs/pureverbs/server"
-	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,7 +37,7 @@ func TestServerCMStalledRequests(t *testing.T) {
 	ended := r.serveCMOpts(server.CMOptions{Timeout: time.Minute, Logf: r.logf})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	ach, err := uverbs.OpenCMChannel()
+	ach, err := ucma.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestServerCMStalledRequests(t *testing.T) {
 		ids = append(ids, rawConnect(t, ctx, ach, uint64(i+1), dst, 0x5000+uint32(i)))
 		// Each REP says its accept is past the request, waiting for the
 		// RTU; waiting for it keeps the requests in order of arrival.
-		if ev := awaitRaw(t, ctx, ach, uverbs.CMEventConnectResponse, 20*time.Second); ev.ID != ids[i] {
+		if ev := awaitRaw(t, ctx, ach, ucma.EventConnectResponse, 20*time.Second); ev.ID != ids[i] {
 			t.Fatalf("REP for id %d, want %d", ev.ID, ids[i])
 		}
 	}
@@ -62,7 +62,7 @@ func TestServerCMStalledRequests(t *testing.T) {
 	if st.CMConnects != 1 || st.CMEvicted != 1 || st.CMRefused != 0 {
 		t.Errorf("CM connects %d, evicted %d, refused %d; want 1, 1, 0\n%s", st.CMConnects, st.CMEvicted, st.CMRefused, r.log())
 	}
-	if ev := awaitRaw(t, ctx, ach, uverbs.CMEventRejected, 10*time.Second); ev.ID != ids[0] || ev.Status != rdmacm.RejectConsumer {
+	if ev := awaitRaw(t, ctx, ach, ucma.EventRejected, 10*time.Second); ev.ID != ids[0] || ev.Status != rdmacm.RejectConsumer {
 		t.Errorf("REJ for id %d reason %d, want the oldest request's (%d) with reason %d", ev.ID, ev.Status, ids[0], rdmacm.RejectConsumer)
 	}
 	start = time.Now()
@@ -77,7 +77,7 @@ func TestServerCMStalledRequests(t *testing.T) {
 	}
 	rejected := map[uint32]bool{}
 	for range stalled - 1 {
-		ev := awaitRaw(t, ctx, ach, uverbs.CMEventRejected, 10*time.Second)
+		ev := awaitRaw(t, ctx, ach, ucma.EventRejected, 10*time.Second)
 		rejected[ev.ID] = true
 	}
 	for _, id := range ids[1:] {
@@ -97,15 +97,15 @@ func TestServerCMAcceptTimeout(t *testing.T) {
 	r.serveCMOpts(server.CMOptions{Timeout: timeout, Logf: r.logf})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ach, err := uverbs.OpenCMChannel()
+	ach, err := ucma.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ach.Close()
 	rawConnect(t, ctx, ach, 1, netip.AddrPortFrom(netip.MustParseAddr("10.99.0.1"), uint16(r.port)), 0x4345)
-	awaitRaw(t, ctx, ach, uverbs.CMEventConnectResponse, 20*time.Second)
+	awaitRaw(t, ctx, ach, ucma.EventConnectResponse, 20*time.Second)
 	start := time.Now()
-	awaitRaw(t, ctx, ach, uverbs.CMEventRejected, 5*timeout)
+	awaitRaw(t, ctx, ach, ucma.EventRejected, 5*timeout)
 	took := time.Since(start)
 	st := r.waitStats(10*time.Second, "the failed accept", func(s *server.Stats) bool { return s.CMFailures == 1 })
 	if st.CMConnects != 0 || st.CMEvicted != 0 || !strings.Contains(r.log(), "not established within 2s") {

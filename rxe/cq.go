@@ -79,16 +79,16 @@ type CQ struct {
 // rxe_create_cq_resp). If any step fails, the steps before it are undone.
 // A device whose kernel driver is not rdma_rxe is refused with
 // ErrNotSupported naming the driver.
-func CreateCQ(ctx *uverbs.Context, attr uverbs.CQAttr) (*CQ, error) {
-	if err := checkDriver("create_cq", ctx.Device()); err != nil {
+func CreateCQ(devctx *uverbs.Context, attr uverbs.CQAttr) (*CQ, error) {
+	if err := checkDriver("create_cq", devctx.Device()); err != nil {
 		return nil, err
 	}
 	var resp createCQResp
-	vcq, err := ctx.CreateCQ(attr, asBytes(&resp))
+	vcq, err := devctx.CreateCQ(attr, asBytes(&resp))
 	if err != nil {
 		return nil, err
 	}
-	c, err := mapCQ(ctx.Mmap, resp.mi)
+	c, err := mapCQ(devctx.Mmap, resp.mi)
 	if err != nil {
 		if derr := vcq.Close(); derr != nil {
 			err = errors.Join(err, derr)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/qp/rdmacm"
-	"github.com/pureverbs/pureverbs/uverbs"
 )
 
 // RDMA CM defaults.
@@ -332,7 +331,7 @@ func (s *Server) watchCM(c *rdmacm.Conn, ss *session, logf func(string, ...any))
 			return
 		}
 		switch ev.Type {
-		case uverbs.CMEventDisconnected, uverbs.CMEventDeviceRemoval, uverbs.CMEventUnreachable:
+		case rdmacm.EventDisconnected, rdmacm.EventDeviceRemoval, rdmacm.EventUnreachable:
 			logf("rdma cm: sender %v gone (%v)", c.RemoteAddr(), ev.Type)
 			s.endSession(ss)
 			return

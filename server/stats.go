@@ -54,7 +54,7 @@ type Stats struct {
 	Downstream    int // of the held slots, those in Frames not yet released
 	PostedLowMark int // fewest slots posted since the first connection
 
-	Parks uint64 // times the loop went to sleep in epoll after its spin budget
+	Parks uint64 // times the loop went to sleep (a poll on the CQ channel) after its spin budget
 
 	Sessions    uint64 // connections made (CompleteConnection or side channel)
 	SessionEnds uint64 // connections that ended (sender gone, flush, takeover, idle)

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/qp/rdmacm/ucma"
 	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -16,7 +17,7 @@ import (
 // event channel carries only its connection requests: each request's new
 // id moves to a channel of its own (rdma_migrate_id) as it is taken.
 type Listener struct {
-	ch   *uverbs.CMChannel
+	ch   *ucma.Channel
 	id   uint32
 	uid  uint64
 	addr netip.AddrPort
@@ -39,10 +40,10 @@ type Listener struct {
 // o applies to the connections Accept builds. It does not block; ctx is
 // only checked.
 func Listen(ctx context.Context, address string, o Options) (*Listener, error) {
-	return listen(ctx, address, o, uverbs.PortSpaceTCP, qp.RC)
+	return listen(ctx, address, o, ucma.PortSpaceTCP, qp.RC)
 }
 
-func listen(ctx context.Context, address string, o Options, ps uverbs.PortSpace, typ qp.Type) (_ *Listener, err error) {
+func listen(ctx context.Context, address string, o Options, ps ucma.PortSpace, typ qp.Type) (_ *Listener, err error) {
 	ap, err := parseAddr(ctx, address)
 	if err != nil {
 		return nil, err
@@ -50,11 +51,11 @@ func listen(ctx context.Context, address string, o Options, ps uverbs.PortSpace,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ch, err := uverbs.OpenCMChannel()
+	ch, err := ucma.Open()
 	if err != nil {
 		return nil, err
 	}
-	l := &Listener{ch: ch, uid: newUID(), opts: o, udp: ps == uverbs.PortSpaceUDP, pending: map[*Request]struct{}{}}
+	l := &Listener{ch: ch, uid: newUID(), opts: o, udp: ps == ucma.PortSpaceUDP, pending: map[*Request]struct{}{}}
 	l.closing, l.cancelClosing = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
@@ -104,9 +105,9 @@ func (l *Listener) Request(ctx context.Context) (*Request, error) {
 		if err != nil {
 			return nil, err
 		}
-		if ev.Type != uverbs.CMEventConnectRequest {
-			if ev.Type == uverbs.CMEventDeviceRemoval {
-				return nil, &EventError{Op: "listen", Addr: l.addr.String(), Event: ev.Type, Status: ev.Status}
+		if ev.Type != ucma.EventConnectRequest {
+			if ev.Type == ucma.EventDeviceRemoval {
+				return nil, &EventError{Op: "listen", Addr: l.addr.String(), Event: EventType(ev.Type), Status: ev.Status}
 			}
 			continue
 		}
@@ -120,15 +121,15 @@ func (l *Listener) Request(ctx context.Context) (*Request, error) {
 
 // take moves a request's new id to a channel of its own and learns where
 // it came from. On failure the request is rejected.
-func (l *Listener) take(ev *uverbs.CMEvent) (_ *Request, err error) {
+func (l *Listener) take(ev *ucma.Event) (_ *Request, err error) {
 	r := &Request{l: l, id: ev.ID, udp: l.udp}
 	if l.udp {
 		u := ev.UDParam()
-		r.param = uverbs.ConnParam{QPNum: u.QPNum, QKey: u.QKey, PrivateData: u.PrivateData}
+		r.param = ucma.ConnParam{QPNum: u.QPNum, QKey: u.QKey, PrivateData: u.PrivateData}
 	} else {
 		r.param = ev.ConnParam()
 	}
-	r.ch, err = uverbs.OpenCMChannel()
+	r.ch, err = ucma.Open()
 	if err != nil {
 		l.ch.Reject(ev.ID, 0, nil)
 		l.ch.DestroyID(ev.ID)
@@ -187,7 +188,7 @@ func (l *Listener) Close() error {
 		if err != nil {
 			break
 		}
-		if ev.Type == uverbs.CMEventConnectRequest {
+		if ev.Type == ucma.EventConnectRequest {
 			l.ch.Reject(ev.ID, 0, nil)
 			l.ch.DestroyID(ev.ID)
 		}
@@ -213,10 +214,10 @@ func (l *Listener) forget(r *Request) {
 // what, and the device it arrived on. Accept, AcceptQP or Reject it once.
 type Request struct {
 	l     *Listener
-	ch    *uverbs.CMChannel
+	ch    *ucma.Channel
 	id    uint32
 	udp   bool
-	param uverbs.ConnParam
+	param ucma.ConnParam
 	dev   *device
 
 	local, remote netip.AddrPort
@@ -230,7 +231,7 @@ type Request struct {
 // sender's data first), its QPN, and in ResponderResources and
 // InitiatorDepth what it asks this side to grant and may grant in return.
 // For a UD request, QPNum and QKey are the requester's.
-func (r *Request) Param() uverbs.ConnParam { return r.param }
+func (r *Request) Param() ucma.ConnParam { return r.param }
 
 // PrivateData is Param().PrivateData.
 func (r *Request) PrivateData() []byte { return r.param.PrivateData }
@@ -372,11 +373,11 @@ func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (_ *Conn, er
 		return nil, err
 	}
 	p := c.connParam(o, resp, init)
-	if err := c.ch.Accept(c.id, c.uid, &p, uverbs.ECE{}); err != nil {
+	if err := c.ch.Accept(c.id, c.uid, &p, ucma.ECE{}); err != nil {
 		return nil, wrapStep("accept", addr, err)
 	}
 	c.connected = true
-	if _, err := c.awaitEvent(ctx, "accept", addr, uverbs.CMEventEstablished); err != nil {
+	if _, err := c.awaitEvent(ctx, "accept", addr, ucma.EventEstablished); err != nil {
 		if cause := context.Cause(ctx); errors.Is(cause, ErrClosed) {
 			return nil, wrapStep("accept", addr, fmt.Errorf("listener closed: %w", cause))
 		}

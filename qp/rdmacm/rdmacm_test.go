@@ -50,11 +50,11 @@ func TestErrors(t *testing.T) {
 	if !errors.Is(re, unix.ECONNREFUSED) || !strings.Contains(re.Error(), "reason 28 (by the listening application)") {
 		t.Errorf("RejectError: %v", re)
 	}
-	ee := &EventError{Op: "resolve address", Addr: "10.99.0.77:1", Event: uverbs.CMEventAddrError, Status: -int32(unix.ENODEV)}
+	ee := &EventError{Op: "resolve address", Addr: "10.99.0.77:1", Event: EventAddrError, Status: -int32(unix.ENODEV)}
 	if !errors.Is(ee, unix.ENODEV) || !strings.Contains(ee.Error(), "10.99.0.77:1") || !strings.Contains(ee.Error(), "no RDMA device") {
 		t.Errorf("EventError: %v", ee)
 	}
-	ee = &EventError{Op: "connect", Addr: "a", Event: uverbs.CMEventUnreachable, Status: -int32(unix.ETIMEDOUT)}
+	ee = &EventError{Op: "connect", Addr: "a", Event: EventUnreachable, Status: -int32(unix.ETIMEDOUT)}
 	if !errors.Is(ee, unix.ETIMEDOUT) || ee.Error() != "rdmacm: connect a: UNREACHABLE: connection timed out" {
 		t.Errorf("EventError: %q", ee)
 	}

@@ -1,4 +1,4 @@
-package uverbs
+package ucma
 
 // Raw structs of the RDMA CM user interface, <rdma/rdma_user_cm.h> (ABI 4):
 // commands written to /dev/infiniband/rdma_cm as a header followed by the
@@ -56,6 +56,24 @@ const sizeofSockaddrStorage = 128
 // struct here that holds one places it at a multiple of 8 already, which
 // the layout test checks.
 type sockaddrStorage [sizeofSockaddrStorage]byte
+
+// ahAttrABI is struct ib_uverbs_ah_attr (the address vector of INIT_QP_ATTR
+// and of UD events); its grh is struct ib_uverbs_global_route.
+type ahAttrABI struct {
+	DGID         [16]uint8
+	FlowLabel    uint32
+	SGIDIndex    uint8
+	HopLimit     uint8
+	TrafficClass uint8
+	GRHReserved  uint8
+	DLID         uint16
+	SL           uint8
+	SrcPathBits  uint8
+	StaticRate   uint8
+	IsGlobal     uint8
+	PortNum      uint8
+	Reserved     uint8
+}
 
 // ucmaCmdHdr is struct rdma_ucm_cmd_hdr: In is the size of the command
 // struct that follows, Out the size of the response the kernel may write.

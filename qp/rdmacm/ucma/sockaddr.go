@@ -1,4 +1,4 @@
-package uverbs
+package ucma
 
 import (
 	"encoding/binary"
@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -63,9 +64,9 @@ const afIB = 27
 
 // getSockaddrIB reads a struct sockaddr_ib (QUERY GID's answer): the GID at
 // offset 8 and the P_Key at 2, both big-endian on the wire.
-func getSockaddrIB(s *sockaddrStorage) (GID, uint16) {
+func getSockaddrIB(s *sockaddrStorage) (uverbs.GID, uint16) {
 	if binary.NativeEndian.Uint16(s[0:]) != afIB {
-		return GID{}, 0
+		return uverbs.GID{}, 0
 	}
-	return GID(s[8:24]), binary.BigEndian.Uint16(s[2:])
+	return uverbs.GID(s[8:24]), binary.BigEndian.Uint16(s[2:])
 }

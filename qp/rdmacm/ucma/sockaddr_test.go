@@ -1,10 +1,11 @@
-package uverbs
+package ucma
 
 import (
 	"encoding/binary"
 	"net/netip"
 	"testing"
-	"unsafe"
+
+	"github.com/pureverbs/pureverbs/uverbs"
 )
 
 func TestSockaddrRoundTrip(t *testing.T) {
@@ -44,40 +45,10 @@ func TestSockaddrIB(t *testing.T) {
 	var s sockaddrStorage
 	binary.NativeEndian.PutUint16(s[0:], afIB)
 	binary.BigEndian.PutUint16(s[2:], 0xffff)
-	gid := GID{0: 0xfe, 1: 0x80, 15: 7}
+	gid := uverbs.GID{0: 0xfe, 1: 0x80, 15: 7}
 	copy(s[8:], gid[:])
 	g, pkey := getSockaddrIB(&s)
 	if g != gid || pkey != 0xffff {
 		t.Errorf("got %v %#x", g, pkey)
 	}
 }
-
-func TestCMEventDecoding(t *testing.T) {
-	var r ucmaEventResp
-	r.UID, r.ID, r.Event, r.Status = 7, 3, uint32(CMEventRejected), 8
-	cp := ucmaConnParam{QPNum: 0x11, PrivateDataLen: 3, ResponderResources: 1, InitiatorDepth: 2, RetryCount: 6, RNRRetryCount: 7}
-	copy(cp.PrivateData[:], "abc")
-	*(*ucmaConnParam)(ptrOf(&r.Param)) = cp
-	ev := cmEventFrom(&r)
-	p := ev.ConnParam()
-	if ev.Type != CMEventRejected || ev.Status != 8 || ev.UID != 7 || ev.ID != 3 || string(p.PrivateData) != "abc" || p.QPNum != 0x11 || p.InitiatorDepth != 2 || p.RNRRetryCount != 7 {
-		t.Errorf("decoded %+v %+v", ev, p)
-	}
-	if ev.Type.String() != "REJECTED" || CMEventTimewaitExit.String() != "TIMEWAIT_EXIT" {
-		t.Errorf("names %v %v", ev.Type, CMEventTimewaitExit)
-	}
-	u := ucmaUDParam{QPNum: 0x22, QKey: 0x01234567, PrivateDataLen: 1}
-	u.AHAttr.IsGlobal, u.AHAttr.HopLimit = 1, 64
-	*(*ucmaUDParam)(ptrOf(&r.Param)) = u
-	ev = cmEventFrom(&r)
-	up := ev.UDParam()
-	if up.QPNum != 0x22 || up.QKey != 0x01234567 || !up.AH.IsGlobal || up.AH.GRH.HopLimit != 64 || len(up.PrivateData) != 1 {
-		t.Errorf("UD decoded %+v", up)
-	}
-	ev.Status = -110
-	if ev.Errno() != 110 {
-		t.Errorf("Errno %v", ev.Errno())
-	}
-}
-
-func ptrOf(p *[304]uint8) unsafe.Pointer { return unsafe.Pointer(p) }
