@@ -339,3 +339,67 @@ func TestDeviceRemovalNetdev(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// rdma link delete under the tools where they wait for a peer (a TCP
+// accept, an RDMA CM request) or run a pingpong with completion events:
+// each exits non-zero naming the device, and the delete completes.
+func TestDeviceRemovalTools(t *testing.T) {
+	cases := []struct {
+		name  string
+		start func(t *testing.T, p *rxetest.Pair, port int) *peer
+	}{
+		{"perftest server waiting", func(t *testing.T, p *rxetest.Pair, port int) *peer {
+			s := startPerftest(t, perftestEnd{goTool: true}, "ib_send_bw", p.A.RDMA, port, nil, "")
+			waitListening(t, s, port, 30*time.Second)
+			return s
+		}},
+		{"rc-pingpong server waiting", func(t *testing.T, p *rxetest.Pair, port int) *peer {
+			return startWaiting(t, port, "rc-pingpong", "-d", p.A.RDMA, "-g", strconv.Itoa(p.A.GIDIndex), "-p", strconv.Itoa(port))
+		}},
+		{"ud-pingpong server waiting", func(t *testing.T, p *rxetest.Pair, port int) *peer {
+			return startWaiting(t, port, "ud-pingpong", "-d", p.A.RDMA, "-g", strconv.Itoa(p.A.GIDIndex), "-p", strconv.Itoa(port))
+		}},
+		{"srq-pingpong server waiting", func(t *testing.T, p *rxetest.Pair, port int) *peer {
+			return startWaiting(t, port, "srq-pingpong", "-d", p.A.RDMA, "-g", strconv.Itoa(p.A.GIDIndex), "-p", strconv.Itoa(port))
+		}},
+		{"rc-pingpong running with events", func(t *testing.T, p *rxetest.Pair, port int) *peer {
+			args := func(dev string, gid int) []string {
+				return []string{"-d", dev, "-g", strconv.Itoa(gid), "-p", strconv.Itoa(port), "-e", "-n", "100000000", "-s", "64"}
+			}
+			s := startWaiting(t, port, "rc-pingpong", args(p.A.RDMA, p.A.GIDIndex)...)
+			recvs := hwCounter(t, p.A.RDMA, "rdma_recvs")
+			startPeer(t, 3*time.Minute, "rc-pingpong", append(args(p.B.RDMA, p.B.GIDIndex), p.A.Addr.IP.String())...)
+			waitCounterAbove(t, p.A.RDMA, "rdma_recvs", recvs+100, time.Minute)
+			return s
+		}},
+		{"rping server waiting", func(t *testing.T, p *rxetest.Pair, port int) *peer {
+			s := startPeer(t, 3*time.Minute, "/usr/local/bin/rping", "-s", "-a"+p.A.Addr.IP.String(), "-p"+strconv.Itoa(port))
+			time.Sleep(2 * time.Second) // listening: nothing to probe without connecting
+			return s
+		}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := rxetest.Veth(t)
+			tool := tc.start(t, p, 18695+i)
+			select {
+			case <-tool.done:
+				t.Fatalf("%s exited before the delete: %v\n%s", tool.name, tool.err, tool.out.String())
+			default:
+			}
+			start := time.Now()
+			deleted := startLinkDelete(p.A.RDMA)
+			checkToolRemoved(t, tool, p.A.RDMA, start)
+			waitDeleted(t, p.A.RDMA, deleted, start, removalFinish)
+		})
+	}
+}
+
+// startWaiting starts a tool that listens on TCP port and waits until it
+// does.
+func startWaiting(t *testing.T, port int, name string, args ...string) *peer {
+	t.Helper()
+	s := startPeer(t, 3*time.Minute, name, args...)
+	waitListening(t, s, port, 30*time.Second)
+	return s
+}
