@@ -43,6 +43,7 @@ type eventSource interface {
 // back into the *CQ. Safe for concurrent use.
 type Channel struct {
 	cc  *uverbs.CompChannel // nil for a test source
+	dev *uverbs.Context     // the device, nil for a test source: GetEvent ends once it is removed
 	src eventSource
 
 	mu sync.Mutex
@@ -81,7 +82,7 @@ func NewChannel(devctx *uverbs.Context) (*Channel, error) {
 		cc.Close()
 		return nil, err
 	}
-	ch.cc = cc
+	ch.cc, ch.dev = cc, devctx
 	// The Context's Close wakes the waiters before it closes the fd.
 	w := weak.Make(ch)
 	if err := cc.OnContextClose(func() error {
@@ -157,14 +158,16 @@ func (ch *Channel) tryGet() (*CQ, error) {
 }
 
 // GetEvent waits for the next event and returns its CQ. It returns
-// ctx.Err() once ctx is done and ErrClosed once the channel is closed
-// (every blocked GetEvent wakes). The event must be acknowledged with the
+// ctx.Err() once ctx is done, ErrClosed once the channel is closed
+// (every blocked GetEvent wakes) and, once the device is found removed
+// and no event is queued, the *uverbs.DeviceRemovedError
+// (uverbs.ErrDeviceRemoved). The event must be acknowledged with the
 // CQ's Ack.
 //
 // Its cost is that of ibv_get_cq_event plus at most one system call: an
 // event already queued is one non-blocking read; otherwise it is one
-// fdwait.Poller wait (a poll(2) on the channel fd, the eventfd Close
-// signals and, for a context that can be cancelled, an eventfd signalled
+// fdwait.Poller wait (a poll(2) on the channel fd, the device's removal
+// eventfd, the eventfd Close signals and, for a context that can be cancelled, an eventfd signalled
 // when ctx is done), then the read. It allocates nothing: a cancellable
 // context is registered by the first wait with it and stays registered for
 // the next ones, until it is done, a wait passes another context, or the
@@ -191,7 +194,7 @@ func (ch *Channel) GetEvent(ctx context.Context) (*CQ, error) {
 		ch.idle.Store(n + 1)
 	}
 	for {
-		switch err := ch.poller.Wait(ctx, time.Time{}, ch.src.FD()); {
+		switch err := ch.poller.Wait(ctx, time.Time{}, ch.src.FD(), ch.removalFD()); {
 		case err == nil:
 		case errors.Is(err, fdwait.ErrClosed):
 			return nil, ErrClosed
@@ -207,8 +210,22 @@ func (ch *Channel) GetEvent(ctx context.Context) (*CQ, error) {
 		if err != errNoEvent {
 			return c, err
 		}
+		if ch.dev != nil {
+			if err := ch.dev.Err(); err != nil {
+				return nil, err
+			}
+		}
 		// Another waiter took the event.
 	}
+}
+
+// removalFD is the fd that becomes readable when the channel's device is
+// removed, -1 for none (poll skips it).
+func (ch *Channel) removalFD() int {
+	if ch.dev == nil {
+		return -1
+	}
+	return ch.dev.RemovalFD()
 }
 
 // nextHandle numbers the CQs of every channel of the process, so that a

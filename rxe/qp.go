@@ -63,6 +63,10 @@ func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
 	}
 	q.sq.caps = opCapsFrom(dev.DeviceCapFlags)
 	q.sq.typ, q.sq.maxUD = attr.Type, maxUD
+	q.sq.dev = pd.Context()
+	if q.rq != nil {
+		q.rq.dev = pd.Context()
+	}
 	w := weak.Make(q)
 	if err := vqp.OnContextClose(func() error {
 		if q := w.Value(); q != nil {
@@ -123,7 +127,8 @@ func newQPFromRings(sq, rq *ring.Ring, lim uverbs.QPCap, db doorbell) (*QP, erro
 // any request is invalid, or the ring has no room for all of them, none is
 // posted, no doorbell rings, and the error says why (ErrQueueFull,
 // ErrTooManySGEs, ErrInlineTooLong, ErrInvalidWR; ErrClosed for a UD
-// request whose AH is closed). An empty wrs does nothing. It allocates
+// request whose AH is closed; the *uverbs.DeviceRemovedError once the
+// device is found removed). An empty wrs does nothing. It allocates
 // nothing.
 func (q *QP) PostSend(wrs []SendWR) error {
 	err := q.sq.post(wrs)

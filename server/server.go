@@ -11,6 +11,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
+	"github.com/pureverbs/pureverbs/uverbs/fdwait"
 	"golang.org/x/sys/unix"
 )
 
@@ -57,6 +58,8 @@ type Server struct {
 	done    chan struct{}
 	errOnce sync.Once
 	err     error
+
+	removalWait *fdwait.Poller // what watchRemoval waits with, nil if it does not
 }
 
 // session is one connection: its queue and loop, and what connected its
@@ -100,6 +103,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.c.postedLow.Store(int64(cfg.Depth))
 	s.newPSNs()
+	if err := s.watchRemoval(); err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
 	return s, nil
 }
 
@@ -357,7 +363,9 @@ func (s *Server) fail(err error) {
 func (s *Server) Done() <-chan struct{} { return s.done }
 
 // Err is why the server stopped: nil after a plain Close, ErrFlushed when
-// the QP went to ERROR, or the error that broke the loop.
+// the QP went to ERROR, the *uverbs.DeviceRemovedError when its device was
+// removed (uverbs.ErrDeviceRemoved; the server then closed itself), or the
+// error that broke the loop.
 func (s *Server) Err() error {
 	select {
 	case <-s.done:
@@ -429,6 +437,9 @@ func (s *Server) teardown() error {
 		s.fresh = nil
 	}
 	s.mu.Unlock()
+	if s.removalWait != nil {
+		s.removalWait.Close() // returns once the watch has left its wait on the Context's fd
+	}
 	errs = append(errs, s.dev.close())
 	s.pool.close()
 	if s.frames != nil {

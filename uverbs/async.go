@@ -180,7 +180,9 @@ func (c *Context) readAsyncEvent() (AsyncEvent, error) {
 // netdev going down or up), CQ errors (overrun), SRQ limit and SQ drained
 // events, and on 6.12 (not 6.1) last-WQE-reached; it never raises a
 // device-fatal event: see the package documentation about removing a
-// device. The wait occupies an OS thread. Close ends it with ErrClosed.
+// device. Once the device is found removed (see ErrDeviceRemoved) it
+// returns the events still queued, then the removal error. The wait
+// occupies an OS thread. Close ends it with ErrClosed.
 func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	const verb = "wait_async_event"
 	if !c.gate.enter() {
@@ -195,7 +197,10 @@ func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 		if err != errNoAsyncEvent {
 			return ev, err
 		}
-		err = c.asyncWait.Wait(ctx, time.Time{}, c.asyncFD.int())
+		if err := c.Err(); err != nil { // the events queued before it were returned
+			return AsyncEvent{}, err
+		}
+		err = c.asyncWait.Wait(ctx, time.Time{}, c.asyncFD.int(), c.removal.fd.int())
 		runtime.KeepAlive(c)
 		switch {
 		case err == nil:

@@ -41,6 +41,7 @@ type Context struct {
 	// closes it before it shuts the gate, so that WaitAsyncEvent, which
 	// holds the gate while it waits, returns ErrClosed at once.
 	asyncWait *fdwait.Poller
+	removal   removal // whether the device is still there
 	watch     leakcheck.Watch
 }
 
@@ -81,6 +82,10 @@ func Open(d Device) (*Context, error) {
 		return nil, fmt.Errorf("uverbs: get_context: %w", err)
 	}
 	c.asyncWait = p
+	if err := c.watchPresence(); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -156,6 +161,9 @@ func (c *Context) Close() error {
 		}
 		if e := c.fd.close(); e != nil {
 			err = errors.Join(err, fmt.Errorf("uverbs: close %s: %w", c.dev.Path, e))
+		}
+		if e := c.removal.stop(); e != nil {
+			err = errors.Join(err, fmt.Errorf("uverbs: close removal eventfd: %w", e))
 		}
 		return nil
 	})

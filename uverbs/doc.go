@@ -79,9 +79,14 @@
 // `rdma link delete` (or deleting the netdev under it) blocks in the kernel
 // until every process has closed every uverbs fd of the device (the
 // Context's command and async fds, and the ring mappings, which hold the
-// command fd open). A program sees no event while that happens; its verbs
-// keep working until it closes the Context, and then the delete completes
-// (integration/async_test.go, TestAsyncLinkDeleteWaitsForContext). A tool
-// that deletes links while contexts may be open must not wait on it
-// without a deadline.
+// command fd open). The kernel sends nothing on those fds meanwhile (and
+// 6.12's RDMA netlink UNREGISTER event only after the wait), but it
+// deletes the uverbs class device first: a Context looks for its sysfs
+// entry every PresenceInterval, and once it is gone Context.Err, waits on
+// the async fd and completion channels, the provider's posts and polls of
+// an empty CQ return a *DeviceRemovedError naming the device
+// (ErrDeviceRemoved); RemovalFD becomes readable for a caller's own epoll.
+// Closing the Context then lets the delete complete
+// (integration/removal_test.go). A tool that deletes links while contexts
+// may be open must not wait on it without a deadline.
 package uverbs

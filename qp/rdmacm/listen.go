@@ -23,6 +23,10 @@ type Listener struct {
 	addr netip.AddrPort
 	opts Options
 	udp  bool
+	// dev is the device the id is bound to, when known (devKnown), for
+	// the error of its removal.
+	dev      uverbs.Device
+	devKnown bool
 
 	// closing is cancelled by Close: it ends the accepts past their
 	// request (waiting for ESTABLISHED) with ErrClosed.
@@ -73,8 +77,11 @@ func listen(ctx context.Context, address string, o Options, ps ucma.PortSpace, t
 		return nil, wrapStep("listen", ap.String(), err)
 	}
 	l.addr = ap
-	if info, err := ch.QueryAddr(l.id); err == nil && info.Src.IsValid() {
-		l.addr = info.Src
+	if info, err := ch.QueryAddr(l.id); err == nil {
+		if info.Src.IsValid() {
+			l.addr = info.Src
+		}
+		l.dev, l.devKnown = deviceByGUID(info.NodeGUID)
 	}
 	return l, nil
 }
@@ -97,8 +104,11 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 // Request waits for the next connection request (a CONNECT_REQUEST event)
 // and returns it, its id already on an event channel of its own. The
 // request must be accepted or rejected; the listener's Close rejects it
-// otherwise. It returns ctx.Err() when ctx is done and ErrClosed once the
-// listener is closed.
+// otherwise. It returns ctx.Err() when ctx is done, ErrClosed once the
+// listener is closed, and an *EventError (DEVICE_REMOVAL) when the device
+// the listener is bound to goes away; that error also matches
+// uverbs.ErrDeviceRemoved and names the device when it was known at
+// Listen.
 func (l *Listener) Request(ctx context.Context) (*Request, error) {
 	for {
 		ev, err := l.ch.WaitEvent(ctx)
@@ -107,7 +117,7 @@ func (l *Listener) Request(ctx context.Context) (*Request, error) {
 		}
 		if ev.Type != ucma.EventConnectRequest {
 			if ev.Type == ucma.EventDeviceRemoval {
-				return nil, &EventError{Op: "listen", Addr: l.addr.String(), Event: EventType(ev.Type), Status: ev.Status}
+				return nil, removalError(&EventError{Op: "listen", Addr: l.addr.String(), Event: EventType(ev.Type), Status: ev.Status}, l.dev, l.devKnown)
 			}
 			continue
 		}

@@ -40,7 +40,10 @@ func runTest(o *options, stdout, stderr io.Writer) (err error) {
 	if t.d, err = openDevice(o, stdout, stderr); err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, t.d.ctx.Close()) }()
+	defer func() {
+		t.d.unwatch()
+		err = errors.Join(err, t.d.ctx.Close())
+	}()
 	if o.test.verb == verbRead || o.test.verb == verbAtomic {
 		fmt.Fprint(stdout, resultLine)
 		fmt.Fprintln(stderr, "Device not recognized to implement inline feature. Disabling it")

@@ -330,6 +330,9 @@ wait:
 			cancel()
 			srv.Close()
 			<-cmDone
+			if e := srv.Err(); e != nil {
+				err = e // why the server stopped (its device removed) rather than Serve's ErrClosed
+			}
 			return false, err
 		case now := <-tick.C:
 			st := srv.Stats()
