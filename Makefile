@@ -9,7 +9,12 @@ RUN     ?= .
 ITIMEOUT ?= 20m
 export RXEVM_CACHE := $(CACHE)
 
-.PHONY: bench-perftest faults soak-server bench-server all setup demo test test-all itest-bare check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
+# The integration tests in the VM, written once: $(call vmtest,RUN-REGEXP[,COUNT[,TIMEOUT]]),
+# after any RXEVM_* settings the target needs.
+vmtest = CGO_ENABLED=0 $(GO) test -tags integration -count=$(or $(2),1) -p 1 -timeout $(or $(3),$(ITIMEOUT)) \
+	-exec '$(RXEVM) exec' -run '$(1)' -v ./integration/
+
+.PHONY: bench-perftest faults soak-server bench-server all setup demo demo-faults outside-module test test-all itest-bare check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
 
 all: test
 
@@ -27,9 +32,24 @@ rxevm: $(RXEVM)
 setup: $(RXEVM)
 	$(RXEVM) setup
 
-## demo: boot the VM, stream frames from rocev2-send on rxe1 to rocev2-server on rxe0 over the veth pair, print the rate and "0 lost, 0 corrupt"
+## demo: boot the VM, stream frames from rocev2-send to rocev2-server over a veth pair, print the rate and the verdict (every frame counted, none lost, out of order or corrupt)
 demo: setup
 	$(RXEVM) run -timeout 5m -- /usr/local/bin/rocev2-demo
+
+## demo-faults: the demo must fail, naming the fault, when rocev2-send drops a frame (-drop) or corrupts one (-corrupt)
+demo-faults: setup
+	@for fault in 'drop 100:1 lost' 'corrupt 200:1 corrupt'; do \
+		flags=$${fault%%:*}; want=$${fault#*:}; \
+		out=$$($(RXEVM) run -timeout 5m -- /usr/local/bin/rocev2-demo -- -$$flags 2>&1); rc=$$?; \
+		if [ $$rc -eq 0 ]; then echo "$$out"; echo "demo-faults: the demo passed with rocev2-send -$$flags"; exit 1; fi; \
+		if ! echo "$$out" | grep -q "rocev2-demo: verdict: $$want"; then \
+			echo "$$out"; echo "demo-faults: -$$flags: no 'verdict: $$want' line"; exit 1; fi; \
+		echo "demo-faults: rocev2-send -$$flags: $$(echo "$$out" | grep 'rocev2-demo: verdict:') (exit $$rc)"; \
+	done
+
+## outside-module: a module in a temporary directory runs the README's "Testing your own module" commands against this commit, published to a file-based module proxy (.ci/outside-module; OUTSIDE_ARCHS="amd64 arm64")
+outside-module: setup
+	.ci/outside-module $(OUTSIDE_ARCHS)
 
 ## test: static checks, host unit tests (race detector), then the VM integration tests
 test: check unit itest itest-twovm itest-selfcheck itest-example itest-bare
@@ -68,15 +88,13 @@ unit: $(RXEVM)
 
 ## itest: the integration tests inside the VM; RUN=regexp picks tests by name
 itest: setup
-	CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 -timeout $(ITIMEOUT) \
-		-exec '$(RXEVM) exec' -run '$(RUN)' -v ./integration/
+	$(call vmtest,$(RUN))
 
 ## itest-arm64: the integration tests on Debian's arm64 kernel under qemu-system-aarch64 (TCG); not part of make test
 # ARMCOUNT=n runs each test n times in one boot (the ten-in-a-row check: README, arm64).
 itest-arm64: rxevm
 	RXEVM_ARCH=arm64 $(RXEVM) setup
-	RXEVM_ARCH=arm64 GOARCH=arm64 CGO_ENABLED=0 $(GO) test -tags integration -count=$(or $(ARMCOUNT),1) -p 1 -timeout $(or $(ARMTIMEOUT),60m) \
-		-exec '$(RXEVM) exec' -run '$(RUN)' -v ./integration/
+	RXEVM_ARCH=arm64 GOARCH=arm64 $(call vmtest,$(RUN),$(ARMCOUNT),$(or $(ARMTIMEOUT),60m))
 	cd integration/example && GOARCH=arm64 CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) \
 		-exec 'env -u GOARCH $(GO) tool rxevm exec' -v ./...
 
@@ -86,13 +104,11 @@ itest-matrix:
 
 ## itest-twovm: the tests written for two hosts, on two VMs joined by a QEMU socket netdev
 itest-twovm: setup
-	RXEVM_TOPOLOGY=twovm CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 -timeout $(ITIMEOUT) \
-		-exec '$(RXEVM) exec' -run 'TwoVM' -v ./integration/
+	RXEVM_TOPOLOGY=twovm $(call vmtest,TwoVM)
 
 ## itest-bare: the guest as a minimal host — rdma_rxe on disk, not loaded, no links — where rxe-link loads it (modules.dep, finit_module) and adds, lists and deletes a link
 itest-bare: setup
-	RXEVM_TOPOLOGY=none RXEVM_UNLOADED=rdma_rxe,crc32_generic CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 \
-		-timeout $(ITIMEOUT) -exec '$(RXEVM) exec' -run '^TestRxeLinkTool$$' -v ./integration/
+	RXEVM_TOPOLOGY=none RXEVM_UNLOADED=rdma_rxe,crc32_generic $(call vmtest,^TestRxeLinkTool$$)
 
 ## itest-example: the example module's tests, run the way another project runs them: go tool rxevm exec from its own directory; then the godoc examples of the main paths (RC send/receive, RDMA CM Dial/Listen, the server's Serve; skipped on hosts without rxe), output checked, in the VM
 itest-example: setup
@@ -101,8 +117,7 @@ itest-example: setup
 
 ## itest-selfcheck: a deliberately failing test must make the harness fail, visibly
 itest-selfcheck: setup
-	@out=$$(RXEVM_SELFCHECK=1 CGO_ENABLED=0 $(GO) test -tags integration -count=1 \
-		-exec '$(RXEVM) exec' -run '^TestHarnessSelfcheck$$' -v ./integration/ 2>&1); rc=$$?; \
+	@out=$$(RXEVM_SELFCHECK=1 $(call vmtest,^TestHarnessSelfcheck$$) 2>&1); rc=$$?; \
 	if [ $$rc -eq 0 ]; then echo "$$out"; echo "selfcheck: a failing test passed through the harness"; exit 1; fi; \
 	if ! echo "$$out" | grep -q 'deliberate failure seen by the harness'; then \
 		echo "$$out"; echo "selfcheck: the failure was not shown"; exit 1; fi; \

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pureverbs/pureverbs/integration/vm"
 	"github.com/pureverbs/pureverbs/rxe/rxelink"
+	"github.com/pureverbs/pureverbs/tools/rxevm/topology"
 	"golang.org/x/sys/unix"
 )
 
@@ -150,14 +150,14 @@ func (p *peer) wait(t testing.TB) string {
 	return out
 }
 
-// waitListening waits until srv listens on TCP port (vm.Listening, so that
+// waitListening waits until srv listens on TCP port (topology.Listening, so that
 // no probe connection is made: the pingpong servers would take it for their
 // client), or fails if srv exits first.
 func waitListening(t testing.TB, srv *peer, port int, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
-		ok, err := vm.Listening(port)
+		ok, err := topology.Listening(port)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -72,6 +72,10 @@ func DefaultCacheDir() (string, error) {
 // DefaultCache returns the cache in DefaultCacheDir for the kernel of the
 // suite named by RXEVM_SUITE, for guests of architecture arch.
 func DefaultCache(arch Arch, log io.Writer) (*Cache, error) {
+	suite := os.Getenv(EnvSuite)
+	if err := checkSuite(suite); err != nil {
+		return nil, err
+	}
 	dir, err := DefaultCacheDir()
 	if err != nil {
 		return nil, err
@@ -79,7 +83,7 @@ func DefaultCache(arch Arch, log io.Writer) (*Cache, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("rxevm: cache: %w", err)
 	}
-	return &Cache{Dir: dir, Suite: os.Getenv(EnvSuite), Arch: arch, Log: log}, nil
+	return &Cache{Dir: dir, Suite: suite, Arch: arch, Log: log}, nil
 }
 
 func (c *Cache) arch() Arch {

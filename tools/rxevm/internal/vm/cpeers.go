@@ -19,9 +19,10 @@ const CPeerDir = "integration/testdata/cpeer"
 // are the same on each.
 var cPeerDevPackages = []string{"librdmacm-dev", "libibverbs-dev"}
 
-// CPeers compiles every NAME.c in CPeerDir of the pureverbs module src is
-// in (see SourceDir) for the cache's guest
-// architecture and returns NAME -> binary, for the guest's /usr/local/bin.
+// CPeers compiles every NAME.c in CPeerDir of the pureverbs module that src
+// (see SourceDir) builds with, for the cache's guest architecture, and
+// returns NAME -> binary, for the guest's /usr/local/bin. Only pureverbs'
+// own tests run them: rxevm builds them for those, or on demand.
 // They link dynamically against the librdmacm and libibverbs unpacked in
 // peers (see Peers), which the image carries anyway, so they run on the
 // guest's own rdma-core. gcc (a cross gcc for a foreign architecture) is
@@ -29,7 +30,7 @@ var cPeerDevPackages = []string{"librdmacm-dev", "libibverbs-dev"}
 // cache once, and each binary is kept in the cache under a hash of its
 // source and compiler: a rebuild happens only when the source changes.
 func (c *Cache) CPeers(src, peers string) (map[string]string, error) {
-	root, err := moduleRoot(src)
+	root, err := ModuleDir(src)
 	if err != nil {
 		return nil, err
 	}
@@ -101,30 +102,4 @@ func (c *Cache) buildCPeer(cc string, a Arch, source, include, peers string) (st
 		return "", fmt.Errorf("rxevm: C peer: %w", err)
 	}
 	return bin, nil
-}
-
-// moduleRoot is the directory of the go.mod that declares pureverbs, dir
-// or the nearest above it.
-func moduleRoot(dir string) (string, error) {
-	for d := dir; ; {
-		mod, err := os.ReadFile(filepath.Join(d, "go.mod"))
-		if err == nil && modfileDeclares(mod, ModulePath) {
-			return d, nil
-		}
-		up := filepath.Dir(d)
-		if up == d {
-			return "", fmt.Errorf("rxevm: no go.mod of %s in or above %s", ModulePath, dir)
-		}
-		d = up
-	}
-}
-
-// modfileDeclares reports whether a go.mod's module line names path.
-func modfileDeclares(mod []byte, path string) bool {
-	for _, line := range strings.Split(string(mod), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "module" {
-			return strings.Trim(f[1], `"`) == path
-		}
-	}
-	return false
 }

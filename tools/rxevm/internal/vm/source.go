@@ -130,6 +130,22 @@ func SourceDir(o Origin) (string, error) {
 	return m.Dir, nil
 }
 
+// ModuleDir returns the directory of the pureverbs module that a build in
+// src resolves: the repository inside it, or the read-only module cache copy
+// an outside module requires. It asks the go command instead of walking up
+// from src, which finds pureverbs only when src lies inside its tree.
+func ModuleDir(src string) (string, error) {
+	out, err := goCmd(src, nil, "list", "-m", "-f", "{{.Dir}}", ModulePath)
+	if err != nil {
+		return "", err
+	}
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		return "", fmt.Errorf("rxevm: go list -m %s (in %s): no directory (not downloaded?)", ModulePath, src)
+	}
+	return dir, nil
+}
+
 // GuestPrograms are the static binaries of one run, built for the guest.
 type GuestPrograms struct {
 	Init  string            // rxevm itself, which is /init when it runs as PID 1

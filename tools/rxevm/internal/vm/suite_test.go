@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -177,5 +178,44 @@ func TestAptOptionsKeepMachineState(t *testing.T) {
 	machineSources = []string{filepath.Join(etc, "*.list")}
 	if _, err := (&Cache{Dir: t.TempDir(), Suite: "trixie"}).aptOptions(); err == nil {
 		t.Error("no bookworm source on the machine: want an error")
+	}
+}
+
+// RXEVM_SUITE reaches a generated sources entry and paths in the cache: a
+// newline (which added "Trusted: yes" to the entry) and "../" (which moved
+// apt's state out of the cache) are refused with a message naming the
+// variable, before anything is written; suite names as Debian spells them
+// pass.
+func TestSuiteNameChecked(t *testing.T) {
+	etc := t.TempDir()
+	if err := os.WriteFile(filepath.Join(etc, "debian.sources"), []byte(debian12Sources), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	saved := machineSources
+	machineSources = []string{filepath.Join(etc, "*.sources")}
+	t.Cleanup(func() { machineSources = saved })
+	t.Setenv(EnvCache, t.TempDir())
+
+	for _, bad := range []string{"trixie\nTrusted: yes", "../../outside", "trixie/../..", "Trixie", "-o", "t"} {
+		c := &Cache{Dir: t.TempDir(), Suite: bad}
+		if _, err := c.aptOptions(); err == nil || !strings.Contains(err.Error(), EnvSuite) {
+			t.Errorf("suite %q: aptOptions error %v; want one naming %s", bad, err, EnvSuite)
+		}
+		if _, err := os.Stat(filepath.Join(c.Dir, "apt")); !os.IsNotExist(err) {
+			t.Errorf("suite %q: apt state written (%v)", bad, err)
+		}
+		t.Setenv(EnvSuite, bad)
+		if _, err := DefaultCache(AMD64, io.Discard); err == nil {
+			t.Errorf("RXEVM_SUITE=%q accepted", bad)
+		}
+	}
+	for _, good := range []string{"", "trixie", "bookworm-backports", "sid"} {
+		t.Setenv(EnvSuite, good)
+		if _, err := DefaultCache(AMD64, io.Discard); err != nil {
+			t.Errorf("RXEVM_SUITE=%q: %v", good, err)
+		}
+		if _, err := (&Cache{Dir: t.TempDir(), Suite: good}).aptOptions(); err != nil {
+			t.Errorf("suite %q: aptOptions: %v", good, err)
+		}
 	}
 }

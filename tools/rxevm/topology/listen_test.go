@@ -1,4 +1,4 @@
-package vm
+package topology
 
 import (
 	"net"

@@ -18,9 +18,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pureverbs/pureverbs/integration/topology"
-	"github.com/pureverbs/pureverbs/integration/vm"
 	"github.com/pureverbs/pureverbs/rxe/rxelink"
+	"github.com/pureverbs/pureverbs/tools/rxevm/internal/vm"
+	"github.com/pureverbs/pureverbs/tools/rxevm/topology"
 	"golang.org/x/sys/unix"
 )
 

@@ -53,27 +53,42 @@ func TestBuildCPeerCachedBySource(t *testing.T) {
 	}
 }
 
-// moduleRoot finds pureverbs' go.mod from a directory inside the module
-// (go test runs rxevm exec in the package's directory) and refuses one
-// outside.
-func TestModuleRoot(t *testing.T) {
-	root := t.TempDir()
-	if err := os.WriteFile(filepath.Join(root, "go.mod"), []byte("module "+ModulePath+"\n\ngo 1.26\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	other := filepath.Join(root, "integration", "example")
-	if err := os.MkdirAll(other, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(other, "go.mod"), []byte("module example.com/x\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range []string{root, filepath.Join(root, "integration"), other} {
-		if got, err := moduleRoot(d); err != nil || got != root {
-			t.Errorf("moduleRoot(%s) = %s, %v; want %s", d, got, err, root)
+// ModuleDir finds pureverbs' files through the build list: from inside the
+// repository (go test runs rxevm exec in the package's directory), from a
+// nested module replacing it with ../.., and from a module elsewhere that
+// requires it, as an outside module requires its module cache copy; the
+// walk up the directories that ModuleDir replaced found only the first two.
+func TestModuleDir(t *testing.T) {
+	t.Setenv("GOWORK", "off")
+	write := func(dir, gomod string) {
+		t.Helper()
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if _, err := moduleRoot(t.TempDir()); err == nil {
-		t.Error("moduleRoot outside the module: no error")
+	root := filepath.Join(t.TempDir(), "pureverbs")
+	write(root, "module "+ModulePath+"\n\ngo 1.26\n")
+	if err := os.MkdirAll(filepath.Join(root, "integration"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	requires := func(target string) string {
+		return "module example.com/x\n\ngo 1.26\n\nrequire " + ModulePath + " v0.0.0\n\nreplace " + ModulePath + " => " + target + "\n"
+	}
+	nested := filepath.Join(root, "integration", "example")
+	write(nested, requires("../.."))
+	outside := filepath.Join(t.TempDir(), "app")
+	write(outside, requires(root))
+	for _, d := range []string{root, filepath.Join(root, "integration"), nested, outside} {
+		if got, err := ModuleDir(d); err != nil || got != root {
+			t.Errorf("ModuleDir(%s) = %q, %v; want %s", d, got, err, root)
+		}
+	}
+	lone := t.TempDir()
+	write(lone, "module example.com/lone\n\ngo 1.26\n")
+	if dir, err := ModuleDir(lone); err == nil {
+		t.Errorf("ModuleDir in a module without pureverbs = %q, no error", dir)
 	}
 }

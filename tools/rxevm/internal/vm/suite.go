@@ -24,6 +24,9 @@ var machineSources = []string{"/etc/apt/sources.list", "/etc/apt/sources.list.d/
 // foreign architecture) in the cache, so fetching another release's or
 // architecture's kernel leaves the machine's apt lists as they were.
 func (c *Cache) aptOptions() ([]string, error) {
+	if err := checkSuite(c.Suite); err != nil {
+		return nil, err
+	}
 	suite := c.Suite
 	if suite == "" {
 		suite = DefaultSuite
@@ -65,6 +68,19 @@ func (c *Cache) aptOptions() ([]string, error) {
 		opts = append(opts, "-oAPT::Architecture="+c.Arch.Deb, "-oAPT::Architectures="+c.Arch.Deb)
 	}
 	return opts, nil
+}
+
+// checkSuite refuses a suite that is not a Debian suite name, checked as
+// a package name is (lower-case letters, digits, '+', '-', '.', starting
+// with a letter or digit: bookworm, trixie-backports): the name goes into a
+// generated sources entry, where a newline would add a field such as
+// "Trusted: yes", and into paths in the cache, where "../" would move apt's
+// state out of it. "" is the default suite.
+func checkSuite(s string) error {
+	if s == "" || validPackageName(s) {
+		return nil
+	}
+	return fmt.Errorf("rxevm: %s=%q is not a Debian suite name (lower-case letters, digits, '+', '-', '.')", EnvSuite, s)
 }
 
 // machineSuiteSource reads the machine's apt sources and returns sources
