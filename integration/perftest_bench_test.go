@@ -57,6 +57,10 @@ func benchPerftestRun(t *testing.T, r perftestBenchRow, goEnd, goIsServer bool, 
 	if !strings.HasPrefix(r.tool, "ib_atomic") {
 		args = append(args, "-s", strconv.Itoa(r.size))
 	}
+	// RXEVM_BENCH_PERFTEST_FLAGS adds flags to both ends of every pair:
+	// "-e" (completion events) for the one-vCPU icount mode, where a
+	// polling end starves rxe's kernel work until the next timer tick.
+	args = append(args, strings.Fields(os.Getenv("RXEVM_BENCH_PERFTEST_FLAGS"))...)
 	srv := perftestEnd{goTool: goEnd && goIsServer}
 	cli := perftestEnd{goTool: goEnd && !goIsServer}
 	if goIsServer {
