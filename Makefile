@@ -9,10 +9,10 @@ RUN     ?= .
 ITIMEOUT ?= 20m
 export RXEVM_CACHE := $(CACHE)
 
-# The integration tests in the VM, written once: $(call vmtest,RUN-REGEXP[,COUNT[,TIMEOUT]]),
-# after any RXEVM_* settings the target needs.
+# Tests in the VM, written once: $(call vmtest,RUN-REGEXP[,COUNT[,TIMEOUT[,PACKAGES]]]), after any
+# RXEVM_* settings the target needs; PACKAGES default to the integration tests.
 vmtest = CGO_ENABLED=0 $(GO) test -tags integration -count=$(or $(2),1) -p 1 -timeout $(or $(3),$(ITIMEOUT)) \
-	-exec '$(RXEVM) exec' -run '$(1)' -v ./integration/
+	-exec '$(RXEVM) exec' -run '$(1)' -v $(or $(4),./integration/)
 
 .PHONY: bench-perftest faults soak-server bench-server all setup demo demo-faults outside-module test test-all itest-bare check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
 
@@ -113,7 +113,7 @@ itest-bare: setup
 ## itest-example: the example module's tests, run the way another project runs them: go tool rxevm exec from its own directory; then the godoc examples of the main paths (RC send/receive, RDMA CM Dial/Listen, the server's Serve; skipped on hosts without rxe), output checked, in the VM
 itest-example: setup
 	cd integration/example && CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) -exec '$(GO) tool rxevm exec' -v ./...
-	CGO_ENABLED=0 $(GO) test -count=1 -p 1 -timeout $(ITIMEOUT) -exec '$(RXEVM) exec' -run '^Example' -v ./qp/ ./qp/rdmacm/ ./server/
+	$(call vmtest,^Example,,,./qp/ ./qp/rdmacm/ ./server/)
 
 ## itest-selfcheck: a deliberately failing test must make the harness fail, visibly
 itest-selfcheck: setup

@@ -196,6 +196,60 @@ func TestCMAcceptDeadline(t *testing.T) {
 	t.Logf("Accept returned after %v; the listener's Close took %v", took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 }
 
+// Listener.Close ends an Accept already past its request: the REP is out
+// and Accept waits for the RTU (which this requester never sends) when
+// the listener closes. Accept returns ErrClosed at once, not after the
+// context's hour or the REP's retries, and the requester gets the REJ.
+func TestCMListenerCloseEndsAccept(t *testing.T) {
+	devices(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	l, err := rdmacm.Listen(ctx, "10.99.0.1:7686", rdmacm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ach, err := uverbs.OpenCMChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ach.Close()
+	rawConnect(t, ctx, ach, 1, netip.MustParseAddrPort("10.99.0.1:7686"), 0x4344)
+	r, err := l.Request(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan error, 1)
+	go func() {
+		long, stop := context.WithTimeout(ctx, time.Hour)
+		defer stop()
+		c, err := r.Accept(long, rdmacm.Options{})
+		if err == nil {
+			c.Close()
+		}
+		accepted <- err
+	}()
+	// The REP arriving says Accept is past the request, waiting for the RTU.
+	awaitRaw(t, ctx, ach, uverbs.CMEventConnectResponse, 10*time.Second)
+	start := time.Now()
+	if err := l.Close(); err != nil {
+		t.Errorf("listener Close: %v", err)
+	}
+	select {
+	case err := <-accepted:
+		if !errors.Is(err, rdmacm.ErrClosed) {
+			t.Errorf("Accept after the listener's Close: %v, want ErrClosed", err)
+		}
+		t.Logf("Accept returned %v after the listener's Close: %v", time.Since(start).Round(time.Millisecond), err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Accept still waiting for ESTABLISHED 5 s after the listener's Close")
+	}
+	ev := awaitRaw(t, ctx, ach, uverbs.CMEventRejected, 5*time.Second)
+	if ev.Status != rdmacm.RejectConsumer {
+		t.Errorf("REJ reason %d, want %d", ev.Status, rdmacm.RejectConsumer)
+	}
+}
+
 // DialUD's wait for the SIDR reply ends with the context: a UD listener
 // takes the request and never answers it.
 func TestCMDialUDDeadline(t *testing.T) {

@@ -32,11 +32,17 @@ func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
 	if err := checkDriver("create_qp", pd.Context().Device()); err != nil {
 		return nil, err
 	}
+	// The 6.2+ opcodes are refused before posting where the device lacks
+	// them (on 6.1 rxe would fail the QP with LOC_QP_OP_ERR instead); a QP
+	// made without knowing would refuse them everywhere.
+	dev, err := pd.Context().QueryDevice()
+	if err != nil {
+		return nil, fmt.Errorf("rxe: create_qp: query the device's optional opcodes: %w", err)
+	}
 	var maxUD uint32
 	switch attr.Type {
 	case uverbs.QPTypeRC, uverbs.QPTypeUC:
 	case uverbs.QPTypeUD:
-		var err error
 		if maxUD, err = udMaxMessage(pd.Context()); err != nil {
 			return nil, err
 		}
@@ -55,11 +61,7 @@ func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
 		}
 		return nil, err
 	}
-	// The 6.2+ opcodes are refused before posting where the device lacks
-	// them (on 6.1 rxe would fail the QP with LOC_QP_OP_ERR instead).
-	if dev, err := pd.Context().QueryDevice(); err == nil {
-		q.sq.caps = opCapsFrom(dev.DeviceCapFlags)
-	}
+	q.sq.caps = opCapsFrom(dev.DeviceCapFlags)
 	q.sq.typ, q.sq.maxUD = attr.Type, maxUD
 	w := weak.Make(q)
 	if err := vqp.OnContextClose(func() error {

@@ -34,7 +34,11 @@
 // region stay. Exchanges run concurrently, bounded in number and time, so
 // strangers on the port cost the live stream nothing. ServeCM is the other
 // way in, beside it: a plain librdmacm RC connect to an rdmacm listener on
-// the server's own address (CMAddr), accepted on a QP of the server's.
+// the server's own address (CMAddr), accepted on a QP of the server's;
+// its accepts are bounded in number and time the same way (a requester
+// that never sends its RTU is evicted or times out), and both take the
+// same allow-list. Close ends both, and what they run, before it releases
+// the device.
 //
 // The receive loop runs on its own goroutine: it polls the completion queue,
 // spins for Config.SpinBudget when the queue is empty, then arms it and

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +48,8 @@ type Server struct {
 	closed    bool
 
 	closing  atomic.Bool          // Close was called
+	stopping chan struct{}        // closed when Close's teardown starts: Serve and ServeCM end
+	ways     sync.WaitGroup       // Serve and ServeCM running: the teardown waits for them
 	running  atomic.Pointer[loop] // the loop running now, if any (one at a time)
 	torn     chan struct{}        // closed when Close's teardown is over
 	closeErr error                // the teardown's error, after torn
@@ -81,7 +84,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, dev: dev, done: make(chan struct{}), torn: make(chan struct{})}
+	s := &Server{cfg: cfg, dev: dev, done: make(chan struct{}), torn: make(chan struct{}), stopping: make(chan struct{})}
 	s.c.ringMode, s.c.ringSize = cfg.Ring, cfg.RingSize
 	if cfg.Handler == nil {
 		s.frames = make(chan Frame, cfg.Depth)
@@ -314,6 +317,33 @@ func (s *Server) endSessionLocked(drain bool) error {
 	return errors.Join(errs...)
 }
 
+// stopped reports whether the server stopped or its Close began: Serve
+// and ServeCM return ErrClosed then.
+func (s *Server) stopped() bool {
+	select {
+	case <-s.done:
+		return true
+	case <-s.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// closeOnStop closes c (a listener) when the server stops or its Close
+// begins, or not once ctx is done.
+func (s *Server) closeOnStop(ctx context.Context, c io.Closer) {
+	go func() {
+		select {
+		case <-s.done:
+		case <-s.stopping:
+		case <-ctx.Done():
+			return
+		}
+		c.Close()
+	}()
+}
+
 // fail ends the server with err (the first one wins).
 func (s *Server) fail(err error) {
 	s.errOnce.Do(func() {
@@ -347,8 +377,10 @@ func (s *Server) Stats() Stats { return s.c.snapshot(s.pool) }
 // Send refuses: the server only receives.
 func (s *Server) Send([]byte) error { return ErrReceiveOnly }
 
-// Close stops the loop (waking it at once if it is parked), moves the QP
-// to ERROR and releases every verbs object. Frames still held stay valid
+// Close ends Serve and ServeCM (each returns ErrClosed once the exchanges
+// and accepts it runs have ended, their QPs closed), stops the loop
+// (waking it at once if it is parked), moves the QP to ERROR and releases
+// every verbs object. Frames still held stay valid
 // until released; the last Release unmaps the slab. Idempotent: a second
 // Close waits for the first one's teardown and returns nil.
 //
@@ -381,10 +413,16 @@ func (s *Server) Close() error {
 	return s.teardown()
 }
 
-// teardown is Close's work.
+// teardown is Close's work. Serve and ServeCM end first, with the
+// exchanges and accepts they run: those hold QPs and CQs of their own on
+// the device, which closes after them.
 func (s *Server) teardown() error {
 	s.mu.Lock()
 	s.closed = true
+	close(s.stopping)
+	s.mu.Unlock()
+	s.ways.Wait()
+	s.mu.Lock()
 	errs := []error{s.endSessionLocked(false)}
 	if s.fresh != nil {
 		errs = append(errs, s.fresh.close())

@@ -30,12 +30,13 @@ type Conn struct {
 	uid   uint64
 	udp   bool // UDP port space (UD)
 
-	dev    *device
-	pd     *uverbs.PD
-	compCh *cq.Channel
-	cq     *cq.CQ
-	q      *qp.QP
-	own    bool // pd, compCh, cq and q were built here
+	dev     *device // kept after release: Context stays valid
+	devHeld bool    // the hold on dev is not yet released
+	pd      *uverbs.PD
+	compCh  *cq.Channel
+	cq      *cq.CQ
+	q       *qp.QP
+	own     bool // pd, compCh, cq and q were built here
 
 	local, remote netip.AddrPort
 	peer          uverbs.ConnParam // from the CONNECT_REQUEST or CONNECT_RESPONSE
@@ -64,7 +65,8 @@ func (c *Conn) CompChannel() *cq.Channel { return c.compCh }
 // PD is the protection domain the QP is in: register memory there.
 func (c *Conn) PD() *uverbs.PD { return c.pd }
 
-// Context is the device context the connection runs on.
+// Context is the device context the connection runs on; after Close it
+// is closed unless another connection still holds the device.
 func (c *Conn) Context() *uverbs.Context { return c.dev.ctx }
 
 // LocalAddr and RemoteAddr are the connection's two IP endpoints as the CM
@@ -220,8 +222,10 @@ func (c *Conn) release() error {
 			errs = append(errs, c.pd.Close())
 		}
 	}
-	devices.release(c.dev)
-	c.dev = nil
+	if c.devHeld {
+		errs = append(errs, devices.release(c.dev))
+		c.devHeld = false
+	}
 	return errors.Join(errs...)
 }
 

@@ -138,6 +138,7 @@ func resolveID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.Po
 	if c.dev, err = devices.acquire(info.NodeGUID); err != nil {
 		return nil, wrapStep("dial", addr, err)
 	}
+	c.devHeld = true
 	return c, nil
 }
 

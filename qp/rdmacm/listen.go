@@ -23,6 +23,11 @@ type Listener struct {
 	opts Options
 	udp  bool
 
+	// closing is cancelled by Close: it ends the accepts past their
+	// request (waiting for ESTABLISHED) with ErrClosed.
+	closing       context.Context
+	cancelClosing context.CancelFunc
+
 	mu      sync.Mutex
 	closed  bool
 	pending map[*Request]struct{} // taken, neither accepted nor rejected
@@ -50,8 +55,10 @@ func listen(ctx context.Context, address string, o Options, ps uverbs.PortSpace,
 		return nil, err
 	}
 	l := &Listener{ch: ch, uid: newUID(), opts: o, udp: ps == uverbs.PortSpaceUDP, pending: map[*Request]struct{}{}}
+	l.closing, l.cancelClosing = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
+			l.cancelClosing()
 			ch.Close() // destroys the id too
 		}
 	}()
@@ -150,8 +157,7 @@ func (l *Listener) take(ev *uverbs.CMEvent) (_ *Request, err error) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		devices.release(r.dev)
-		return nil, ErrClosed
+		return nil, errors.Join(ErrClosed, devices.release(r.dev))
 	}
 	l.pending[r] = struct{}{}
 	l.mu.Unlock()
@@ -161,7 +167,8 @@ func (l *Listener) take(ev *uverbs.CMEvent) (_ *Request, err error) {
 // Close stops listening. Requests queued and not yet taken, and requests
 // taken but neither accepted nor rejected, are rejected (reason 28,
 // consumer); established connections are not affected. A Request or
-// Accept waiting returns ErrClosed. Idempotent.
+// Accept waiting returns ErrClosed, an Accept waiting for ESTABLISHED
+// too (its request is rejected). Idempotent.
 func (l *Listener) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -172,6 +179,7 @@ func (l *Listener) Close() error {
 	pending := l.pending
 	l.pending = nil
 	l.mu.Unlock()
+	l.cancelClosing()
 	var errs []error
 	// Refuse what is queued, explicitly, before the listener goes.
 	for {
@@ -269,8 +277,7 @@ func (r *Request) reject(privateData []byte, forget bool) error {
 	err := r.ch.Reject(r.id, 0, privateData)
 	r.ch.DestroyID(r.id)
 	r.ch.Close()
-	devices.release(r.dev)
-	return err
+	return errors.Join(err, devices.release(r.dev))
 }
 
 // Accept builds a PD, CQ and QP on the request's device as o says, takes
@@ -308,7 +315,11 @@ func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (_ *Conn, er
 		return nil, ErrClosed
 	}
 	r.l.forget(r)
-	c := &Conn{ch: r.ch, id: r.id, hasID: true, uid: newUID(), udp: r.udp, dev: r.dev, local: r.local, remote: r.remote, peer: r.param}
+	// The listener's Close ends the wait for ESTABLISHED too.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(r.l.closing, func() { cancel(ErrClosed) })()
+	c := &Conn{ch: r.ch, id: r.id, hasID: true, uid: newUID(), udp: r.udp, dev: r.dev, devHeld: true, local: r.local, remote: r.remote, peer: r.param}
 	typ := qp.RC
 	if r.udp {
 		typ = qp.UD
@@ -329,7 +340,7 @@ func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (_ *Conn, er
 		}
 	}()
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, context.Cause(ctx)
 	}
 	if q != nil {
 		c.q = q
@@ -366,6 +377,9 @@ func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (_ *Conn, er
 	}
 	c.connected = true
 	if _, err := c.awaitEvent(ctx, "accept", addr, uverbs.CMEventEstablished); err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, ErrClosed) {
+			return nil, wrapStep("accept", addr, fmt.Errorf("listener closed: %w", cause))
+		}
 		return nil, err
 	}
 	return c, nil

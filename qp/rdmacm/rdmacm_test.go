@@ -99,3 +99,22 @@ func TestRouteMisuse(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 }
+
+// Context after Close is the context the connection ran on (closed with
+// the device's last holder), not a nil dereference; Close lets go of its
+// hold on the device once, however often it is called.
+func TestConnContextAfterClose(t *testing.T) {
+	d := &device{guid: 1, ctx: new(uverbs.Context), refs: 2} // another holder keeps it open
+	c := &Conn{dev: d, devHeld: true}
+	for range 2 {
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Context(); got != d.ctx {
+			t.Fatalf("Context after Close = %p, want the device's %p", got, d.ctx)
+		}
+	}
+	if d.refs != 1 {
+		t.Fatalf("the device has %d holders after the Conn's Close, want 1", d.refs)
+	}
+}

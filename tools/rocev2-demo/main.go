@@ -167,6 +167,7 @@ func run(dur time.Duration, size string, channels int, gids [2]string, port int,
 	return exitErr("rocev2-server", srvErr)
 }
 
+// exitErr names the program whose run failed; nil stays nil.
 func exitErr(name string, err error) error {
 	if err == nil {
 		return nil
