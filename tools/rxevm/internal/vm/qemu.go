@@ -148,8 +148,13 @@ func qemuArgs(arch Arch, kernel, initrd, console string, mem, cpus int, kvm bool
 	if icount != "" && !kvm {
 		// Under -icount the TSC counts nanoseconds of virtual time (1 GHz)
 		// and a second CPU's delay-loop calibration never finishes; Debian's
-		// kernels run at HZ=250, so one jiffy is 4 000 000 loops.
+		// kernels run at HZ=250, so one jiffy is 4 000 000 loops. With a
+		// fixed shift the kernel cannot start a second CPU at boot at all,
+		// while the guest's /init starts the others in milliseconds.
 		cmdline += " lpj=4000000"
+		if cpus > 1 {
+			cmdline += " maxcpus=1"
+		}
 	}
 	args := append(accel, arch.QEMUArgs...)
 	args = append(args,

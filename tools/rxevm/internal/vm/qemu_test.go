@@ -66,13 +66,13 @@ func TestQEMUArgsICount(t *testing.T) {
 		return strings.Join(qemuArgs(AMD64, "vmlinuz", "initrd", "console.log", 2048, 2, kvm, icount), " ")
 	}
 	got := joined("shift=0,sleep=off", false)
-	for _, want := range []string{"-accel tcg", "-icount shift=0,sleep=off", "-rtc clock=vm", "lpj=4000000", "-smp 2"} {
+	for _, want := range []string{"-accel tcg", "-icount shift=0,sleep=off", "-rtc clock=vm", "lpj=4000000", "maxcpus=1", "-smp 2"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("with icount: %q lacks %q", got, want)
 		}
 	}
 	for _, args := range []string{joined("", false), joined("shift=0", true)} {
-		for _, unwanted := range []string{"-icount", "-rtc", "lpj="} {
+		for _, unwanted := range []string{"-icount", "-rtc", "lpj=", "maxcpus="} {
 			if strings.Contains(args, unwanted) {
 				t.Errorf("without icount or under KVM: %q has %q", args, unwanted)
 			}
