@@ -139,9 +139,9 @@ faults: setup
 # and splice writes each into its tool's README between its markers (integration/internal/benchmd);
 # the run's output passes through and its exit status is kept.
 # BENCHICOUNT=shift=0,sleep=off,align=off measures on QEMU's instruction-counted clock (RXEVM_ICOUNT) with one
-# vCPU (a fixed shift does not boot a second one): the host's load does not move the figures. A polling end
-# would wait for the guest's timer tick, so perftest runs with -e and the polling rows and the server bench
-# are skipped. Empty: TCG on the host's clock.
+# vCPU (its event rows repeat more closely than with two): the host's load does not move the figures. A polling
+# end would measure the guest's timer tick or QEMU's vCPU slices, so perftest runs with -e and the polling rows
+# and the server bench are skipped. Empty: TCG on the host's clock.
 BENCHICOUNT ?=
 BENCHENV = RXEVM_BENCH=1 RXEVM_BENCH_MARKDOWN=1 RXEVM_BENCH_COMMIT=$$(git rev-parse --short=12 HEAD)$$(git diff --quiet HEAD -- . ':!*.md' || echo -dirty) \
 	$(if $(BENCHICOUNT),RXEVM_ICOUNT=$(BENCHICOUNT) RXEVM_CPUS=1 RXEVM_BENCH_PERFTEST_FLAGS=-e)

@@ -72,6 +72,22 @@ func benchMode() string {
 	return fmt.Sprintf("%s, %s, %s, %d CPUs", where, clock, runtime.GOARCH, runtime.NumCPU())
 }
 
+// benchNoPolling says why a polling end cannot be measured here, or ""
+// when it can: on one vCPU it spins until the guest's timer tick lets
+// rxe's kernel work run (8 ms per rc-pingpong iteration seen), and under
+// -icount QEMU runs every vCPU on one host thread in turn, so a spinning
+// vCPU holds it until its slice ends (10-18 ms per iteration seen with
+// two vCPUs).
+func benchNoPolling() string {
+	switch {
+	case os.Getenv("RXEVM_ICOUNT") != "":
+		return "under -icount (RXEVM_ICOUNT) a polling end holds QEMU's one TCG thread until its slice ends"
+	case runtime.NumCPU() == 1:
+		return "on one vCPU a polling end waits for the timer tick before rxe's work runs"
+	}
+	return ""
+}
+
 // benchRatio formats median(num)/median(den) with its bootstrap 95 %
 // interval ("1.149 [1.130, 1.160]"), as every Go/C ratio of the bench
 // tables is printed; with fewer than two finite runs on a side only the
@@ -178,5 +194,18 @@ func TestBenchMode(t *testing.T) {
 	t.Setenv("RXEVM_ICOUNT", "shift=0,sleep=off")
 	if m := benchMode(); !strings.HasPrefix(m, "QEMU TCG icount shift=0,sleep=off (guest time counts instructions), clocksource ") {
 		t.Errorf("icount: %q", m)
+	}
+}
+
+// Polling rows are refused under -icount whatever the CPU count, and run
+// on the host's clock with more than one CPU. Runs on the host.
+func TestBenchNoPolling(t *testing.T) {
+	t.Setenv("RXEVM_ICOUNT", "shift=0")
+	if benchNoPolling() == "" {
+		t.Error("under icount: polling allowed")
+	}
+	t.Setenv("RXEVM_ICOUNT", "")
+	if got := benchNoPolling(); (got == "") != (runtime.NumCPU() > 1) {
+		t.Errorf("without icount, %d CPUs: %q", runtime.NumCPU(), got)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -114,8 +113,8 @@ func TestPerftestBench(t *testing.T) {
 	if os.Getenv("RXEVM_BENCH") != "1" {
 		t.Skip("benchmark: runs with RXEVM_BENCH=1 (make bench-perftest)")
 	}
-	if runtime.NumCPU() == 1 && !slices.Contains(strings.Fields(os.Getenv("RXEVM_BENCH_PERFTEST_FLAGS")), "-e") {
-		t.Skip("one vCPU (RXEVM_CPUS=1, the icount mode) without RXEVM_BENCH_PERFTEST_FLAGS=-e: a polling end waits for the timer tick before rxe's work runs")
+	if why := benchNoPolling(); why != "" && !slices.Contains(strings.Fields(os.Getenv("RXEVM_BENCH_PERFTEST_FLAGS")), "-e") {
+		t.Skip("perftest polls without RXEVM_BENCH_PERFTEST_FLAGS=-e: " + why)
 	}
 	rounds := benchRounds()
 	rows := perftestBenchRows()

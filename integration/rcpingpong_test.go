@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -258,11 +257,8 @@ func TestSideBySideRCPingpong(t *testing.T) {
 		{"64 KiB -e", 65536, 100, true},
 	} {
 		res := make([]result, len(tools))
-		if !c.events && runtime.NumCPU() == 1 {
-			// The polling end spins until the timer tick lets rxe's
-			// kernel work run (8 ms per iteration seen): the row
-			// would measure the tick, not the tools.
-			t.Logf("%s: skipped on one vCPU (RXEVM_CPUS=1, the icount mode)", c.name)
+		if why := benchNoPolling(); why != "" && !c.events {
+			t.Logf("%s: skipped: %s", c.name, why)
 			continue
 		}
 		for round := 0; round < rounds; round++ {
