@@ -5,6 +5,7 @@ package integration
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pureverbs/pureverbs/integration/internal/benchmd"
+	"github.com/pureverbs/pureverbs/integration/internal/ratio"
 )
 
 // benchMarkdown prints a bench's Markdown table as section name (package
@@ -45,17 +47,81 @@ func writeBenchMarkdown(w io.Writer, name, table string) error {
 	return err
 }
 
-// benchMode says how the measuring machine ran: in rxevm's VM (RXEVM=1)
-// under TCG or KVM, or on the host itself (make test-host).
+// benchMode says how the measuring machine ran, so that every table and
+// ratio line names the clock its times come from: in rxevm's VM (RXEVM=1)
+// under KVM, under TCG on the host's clock ("TCG wall-clock": the host's
+// load moves the figures), or under TCG with -icount (RXEVM_ICOUNT: the
+// guest's time counts executed instructions, whatever the host's load);
+// then the guest's clocksource (tsc: clock reads stay in the vDSO), or on
+// the host itself (make test-host).
 func benchMode() string {
 	where := "host, no VM"
 	if os.Getenv("RXEVM") == "1" {
-		where = "QEMU TCG"
-		if os.Getenv("RXEVM_KVM") == "1" {
+		where = "QEMU TCG wall-clock"
+		switch {
+		case os.Getenv("RXEVM_KVM") == "1":
 			where = "QEMU KVM"
+		case os.Getenv("RXEVM_ICOUNT") != "":
+			where = "QEMU TCG icount " + os.Getenv("RXEVM_ICOUNT") + " (guest time counts instructions)"
 		}
 	}
-	return fmt.Sprintf("%s, %s, %d CPUs", where, runtime.GOARCH, runtime.NumCPU())
+	clock := "clocksource unknown"
+	if b, err := os.ReadFile("/sys/devices/system/clocksource/clocksource0/current_clocksource"); err == nil {
+		clock = "clocksource " + strings.TrimSpace(string(b))
+	}
+	return fmt.Sprintf("%s, %s, %s, %d CPUs", where, clock, runtime.GOARCH, runtime.NumCPU())
+}
+
+// benchNoPolling says why a polling end cannot be measured here, or ""
+// when it can: on one vCPU it spins until the guest's timer tick lets
+// rxe's kernel work run (8 ms per rc-pingpong iteration seen), and under
+// -icount QEMU runs every vCPU on one host thread in turn, so a spinning
+// vCPU holds it until its slice ends (10-18 ms per iteration seen with
+// two vCPUs).
+func benchNoPolling() string {
+	switch {
+	case os.Getenv("RXEVM_ICOUNT") != "":
+		return "under -icount (RXEVM_ICOUNT) a polling end holds QEMU's one TCG thread until its slice ends"
+	case runtime.NumCPU() == 1:
+		return "on one vCPU a polling end waits for the timer tick before rxe's work runs"
+	}
+	return ""
+}
+
+// benchRatio formats median(num)/median(den) with its bootstrap 95 %
+// interval ("1.149 [1.130, 1.160]"), as every Go/C ratio of the bench
+// tables is printed; with fewer than two finite runs on a side only the
+// ratio is known, and it says so.
+func benchRatio(num, den []float64) string {
+	iv, err := ratio.OfMedians(num, den)
+	if err != nil {
+		r := ratio.Median(finiteRuns(num)) / ratio.Median(finiteRuns(den))
+		if math.IsNaN(r) {
+			return "-"
+		}
+		return fmt.Sprintf("%.3f [no interval: under 2 runs]", r)
+	}
+	return iv.String()
+}
+
+// benchRatioFields is the interval as key=value fields for the
+// machine-read ratio lines: "lo=1.130 hi=1.160", or "lo=NaN hi=NaN".
+func benchRatioFields(num, den []float64) string {
+	iv, err := ratio.OfMedians(num, den)
+	if err != nil {
+		return "lo=NaN hi=NaN"
+	}
+	return fmt.Sprintf("lo=%.3f hi=%.3f", iv.Lo, iv.Hi)
+}
+
+func finiteRuns(xs []float64) []float64 {
+	var out []float64
+	for _, x := range xs {
+		if !math.IsNaN(x) && !math.IsInf(x, 0) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // The section a bench prints comes back out of its output as the table,
@@ -82,5 +148,64 @@ func TestBenchMarkdown(t *testing.T) {
 	head := fmt.Sprintf("<!-- bench:server begin -->\nMeasured on commit 0123abcd, kernel %s, %s, ", unix.ByteSliceToString(uts.Release[:]), benchMode())
 	if sec := sections["server"]; !strings.HasPrefix(sec, head) || !strings.HasSuffix(sec, ".\n\n"+table+"<!-- bench:server end -->\n") {
 		t.Errorf("section:\n%s\nwant it to start %q and end with the table", sec, head)
+	}
+}
+
+// Every ratio comes with its interval; too few runs, or none, say so
+// instead of printing a bare ratio as if it were known. Runs on the host.
+func TestBenchRatio(t *testing.T) {
+	for _, tc := range []struct {
+		num, den []float64
+		want     string
+	}{
+		{[]float64{2, 2, 2}, []float64{1, 1, 1}, "2.000 [2.000, 2.000]"},
+		{[]float64{2, math.NaN()}, []float64{1, 1}, "2.000 [no interval: under 2 runs]"},
+		{nil, []float64{1, 1}, "-"},
+	} {
+		if got := benchRatio(tc.num, tc.den); got != tc.want {
+			t.Errorf("benchRatio(%v, %v) = %q, want %q", tc.num, tc.den, got, tc.want)
+		}
+	}
+	num, den := []float64{3.3, 2.9, 3, 3.2, 2.7}, []float64{2, 2.1, 1.9, 2, 2.05}
+	iv, err := ratio.OfMedians(num, den)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := benchRatio(num, den); got != iv.String() || !(iv.Lo < iv.Ratio && iv.Ratio < iv.Hi) {
+		t.Errorf("benchRatio with spread = %q, want %q with the ratio strictly inside", got, iv.String())
+	}
+	var lo, hi float64
+	if _, err := fmt.Sscanf(benchRatioFields(num, den), "lo=%f hi=%f", &lo, &hi); err != nil || math.Abs(lo-iv.Lo) > 5e-4 || math.Abs(hi-iv.Hi) > 5e-4 {
+		t.Errorf("benchRatioFields = %q (%v), want lo=%.3f hi=%.3f", benchRatioFields(num, den), err, iv.Lo, iv.Hi)
+	}
+	if got := benchRatioFields([]float64{3}, []float64{2, 2}); got != "lo=NaN hi=NaN" {
+		t.Errorf("benchRatioFields with one run = %q", got)
+	}
+}
+
+// The mode names the clock the figures were measured by.
+func TestBenchMode(t *testing.T) {
+	t.Setenv("RXEVM", "1")
+	t.Setenv("RXEVM_KVM", "")
+	t.Setenv("RXEVM_ICOUNT", "")
+	if m := benchMode(); !strings.HasPrefix(m, "QEMU TCG wall-clock, clocksource ") {
+		t.Errorf("plain TCG: %q", m)
+	}
+	t.Setenv("RXEVM_ICOUNT", "shift=0,sleep=off")
+	if m := benchMode(); !strings.HasPrefix(m, "QEMU TCG icount shift=0,sleep=off (guest time counts instructions), clocksource ") {
+		t.Errorf("icount: %q", m)
+	}
+}
+
+// Polling rows are refused under -icount whatever the CPU count, and run
+// on the host's clock with more than one CPU. Runs on the host.
+func TestBenchNoPolling(t *testing.T) {
+	t.Setenv("RXEVM_ICOUNT", "shift=0")
+	if benchNoPolling() == "" {
+		t.Error("under icount: polling allowed")
+	}
+	t.Setenv("RXEVM_ICOUNT", "")
+	if got := benchNoPolling(); (got == "") != (runtime.NumCPU() > 1) {
+		t.Errorf("without icount, %d CPUs: %q", runtime.NumCPU(), got)
 	}
 }

@@ -44,6 +44,10 @@ func Main() {
 		fmt.Fprintln(out, "rxevm-init:", err)
 		return
 	}
+	if err := onlineCPUs(); err != nil {
+		fmt.Fprintln(out, "rxevm-init:", err)
+		return
+	}
 	plan, err := vm.ReadPlan(vm.PlanPath)
 	if err != nil {
 		fmt.Fprintln(out, "rxevm-init:", err)

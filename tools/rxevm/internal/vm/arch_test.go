@@ -68,13 +68,13 @@ func TestArchTable(t *testing.T) {
 	}
 	// The virt machine's console is its one PL011; the tests' output needs
 	// a virtio console and its module.
-	args := strings.Join(qemuArgs(ARM64, "k", "i", "c.log", 1024, 2, false), " ")
+	args := strings.Join(qemuArgs(ARM64, "k", "i", "c.log", 1024, 2, false, ""), " ")
 	for _, want := range []string{"-M virt", "console=ttyAMA0", "-serial file:c.log", "virtconsole,chardev=out", "-accel tcg"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("arm64 qemu arguments lack %q: %s", want, args)
 		}
 	}
-	args = strings.Join(qemuArgs(AMD64, "k", "i", "c.log", 1024, 2, false), " ")
+	args = strings.Join(qemuArgs(AMD64, "k", "i", "c.log", 1024, 2, false, ""), " ")
 	for _, want := range []string{"console=ttyS0", "clocksource=tsc", "-serial file:c.log -serial stdio"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("amd64 qemu arguments lack %q: %s", want, args)

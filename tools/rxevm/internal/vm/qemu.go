@@ -22,6 +22,15 @@ import (
 // the ones this project is built on, -enable-kvm hangs after decompression.
 const EnvKVM = "RXEVM_KVM"
 
+// EnvICount holds QEMU's -icount options (e.g. "shift=5,sleep=on"): the
+// guest's clocks then advance with the instructions it executes, not with
+// the host's time, so what the guest measures does not move with the
+// host's load. Empty: TCG on the host's clock.
+const EnvICount = "RXEVM_ICOUNT"
+
+// EnvCPUs sets the guest's number of CPUs (default 2).
+const EnvCPUs = "RXEVM_CPUS"
+
 // Boot is one QEMU run of an initramfs.
 type Boot struct {
 	Kernel  string        // vmlinuz
@@ -31,6 +40,7 @@ type Boot struct {
 	MemMB   int           // guest memory; 0 means 2048
 	CPUs    int           // 0 means 2 (with 1, a polling process starves rxe's kernel work)
 	KVM     bool
+	ICount  string    // QEMU -icount options (EnvICount); TCG only
 	Arch    Arch      // the guest's; the zero value is the host's
 	Extra   []string  // more QEMU arguments (the two-VM network)
 	Output  io.Writer // the tests' output, markers removed
@@ -67,8 +77,12 @@ func (b *Boot) Run(ctx context.Context) (Result, error) {
 			return Result{}, err
 		}
 	}
+	kvm := b.KVM && !arch.Foreign()
+	if kvm && b.ICount != "" {
+		return Result{}, fmt.Errorf("rxevm: %s=%s needs TCG, not KVM", EnvICount, b.ICount)
+	}
 	console := filepath.Join(b.Dir, "console.log")
-	args := qemuArgs(arch, b.Kernel, b.Initrd, console, mem, cpus, b.KVM && !arch.Foreign())
+	args := qemuArgs(arch, b.Kernel, b.Initrd, console, mem, cpus, kvm, b.ICount)
 	args = append(args, b.Extra...)
 	ctx, cancel := context.WithTimeout(ctx, b.Timeout)
 	defer cancel()
@@ -117,14 +131,30 @@ func (b *Boot) Run(ctx context.Context) (Result, error) {
 
 // qemuArgs is the QEMU command line for one boot: the kernel console on
 // the first serial port into a file, the tests' output channel on stdout.
-func qemuArgs(arch Arch, kernel, initrd, console string, mem, cpus int, kvm bool) []string {
+func qemuArgs(arch Arch, kernel, initrd, console string, mem, cpus int, kvm bool, icount string) []string {
 	accel := []string{"-accel", "tcg", "-cpu", "max"}
-	if kvm {
+	switch {
+	case kvm:
 		accel = []string{"-enable-kvm", "-cpu", "host"}
+	case icount != "":
+		// The real-time clock follows the virtual clock too, so that
+		// nothing in the guest sees the host's time.
+		accel = append(accel, "-icount", icount, "-rtc", "clock=vm")
 	}
 	cmdline := "console=" + arch.Console + " quiet loglevel=4 panic=-1 rdinit=/init"
 	if arch.Append != "" {
 		cmdline += " " + arch.Append
+	}
+	if icount != "" && !kvm {
+		// Under -icount the TSC counts nanoseconds of virtual time (1 GHz)
+		// and a second CPU's delay-loop calibration never finishes; Debian's
+		// kernels run at HZ=250, so one jiffy is 4 000 000 loops. With a
+		// fixed shift the kernel cannot start a second CPU at boot at all,
+		// while the guest's /init starts the others in milliseconds.
+		cmdline += " lpj=4000000"
+		if cpus > 1 {
+			cmdline += " maxcpus=1"
+		}
 	}
 	args := append(accel, arch.QEMUArgs...)
 	args = append(args,

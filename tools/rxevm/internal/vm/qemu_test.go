@@ -57,3 +57,25 @@ func TestLastLinesKeepsTheTail(t *testing.T) {
 		t.Errorf("tail %q", got)
 	}
 }
+
+// RXEVM_ICOUNT's options reach QEMU with the RTC on the virtual clock and
+// the delay-loop constant on the kernel command line; without them, or
+// under KVM, neither appears.
+func TestQEMUArgsICount(t *testing.T) {
+	joined := func(icount string, kvm bool) string {
+		return strings.Join(qemuArgs(AMD64, "vmlinuz", "initrd", "console.log", 2048, 2, kvm, icount), " ")
+	}
+	got := joined("shift=0,sleep=off", false)
+	for _, want := range []string{"-accel tcg", "-icount shift=0,sleep=off", "-rtc clock=vm", "lpj=4000000", "maxcpus=1", "-smp 2"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("with icount: %q lacks %q", got, want)
+		}
+	}
+	for _, args := range []string{joined("", false), joined("shift=0", true)} {
+		for _, unwanted := range []string{"-icount", "-rtc", "lpj=", "maxcpus="} {
+			if strings.Contains(args, unwanted) {
+				t.Errorf("without icount or under KVM: %q has %q", args, unwanted)
+			}
+		}
+	}
+}
