@@ -2,7 +2,6 @@ package streamperf
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -92,9 +91,7 @@ func (n TCP) keepalive(c *net.TCPConn, o *Options) error {
 	if err != nil {
 		return err
 	}
-	if n.Log != nil {
-		fmt.Fprintf(n.Log, "Keepalive: ON\n  time: %d\n", o.Keepalive)
-	}
+	printKeepalive(n.Log, o)
 	return nil
 }
 
@@ -107,10 +104,7 @@ type tcpListener struct {
 // Accept gives the accepted connection the C server's options (its
 // set_options on the new socket).
 func (l tcpListener) Accept() (net.Conn, error) {
-	if l.o.Keepalive != 0 && l.n.Log != nil {
-		// rstream sets, and prints, keepalive on the listening socket too.
-		fmt.Fprintf(l.n.Log, "Keepalive: ON\n  time: %d\n", l.o.Keepalive)
-	}
+	printKeepalive(l.n.Log, l.o) // rstream sets it on the listening socket too
 	c, err := l.AcceptTCP()
 	if err != nil {
 		return nil, err
