@@ -3,6 +3,9 @@
 package integration
 
 import (
+	"cmp"
+	"fmt"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -11,22 +14,30 @@ import (
 )
 
 // streamPair is one run of rstream or riostream: which end is the Go tool,
-// the options both ends get, and the row both must print.
+// the options both ends get, the port and the limit of each end's life.
 type streamPair struct {
 	tool               string // "rstream" or "riostream"
 	goServer, goClient bool
 	args               []string
 	port               int
-	row                string // name bytes xfers iters total, as printed
+	// limit bounds each end's life; 0 means streamPeerLimit.
+	limit time.Duration
 }
 
 // streamPeerLimit bounds every end: a broken rxe path hangs rather than
 // fails, and a peer that waits for a dead one spins forever.
 const streamPeerLimit = 150 * time.Second
 
+// streamOrphanGrace is how long an end may go on once its peer failed.
+const streamOrphanGrace = 10 * time.Second
+
 // streamNotYet is a client's complaint when the server does not listen
-// yet (the connect request is rejected), C's and Go's alike.
-var streamNotYet = regexp.MustCompile(`rconnect: Connection refused`)
+// yet: the connect request is rejected, which the Go tool and a blocking C
+// client report from rconnect and a non-blocking C client from the rpoll
+// that waits for the connect (its errno by then is whatever came last:
+// "Success", "Connection refused", "Operation now in progress"; exit
+// status 8 or, over TCP, 24: the POLLERR and POLLHUP bits).
+var streamNotYet = regexp.MustCompile(`rconnect: Connection refused|rpoll: `)
 
 func streamBin(tool string, goTool bool) string {
 	if goTool {
@@ -39,14 +50,63 @@ func streamBin(tool string, goTool bool) string {
 // returns both outputs once both have exited 0.
 func (p streamPair) run(t *testing.T) (srvOut, cliOut string) {
 	t.Helper()
-	port := strconv.Itoa(p.port)
 	t.Logf("server %s, client %s: %s", streamBin(p.tool, p.goServer), streamBin(p.tool, p.goClient), strings.Join(p.args, " "))
-	srv := startPeer(t, streamPeerLimit, streamBin(p.tool, p.goServer), append([]string{"-b", "10.99.0.1", "-p", port}, p.args...)...)
-	cli := runClientUntilListening(t, streamPeerLimit, streamNotYet, streamBin(p.tool, p.goClient),
-		append([]string{"-s", "10.99.0.1", "-b", "10.99.0.2", "-p", port}, p.args...)...)
-	srvOut = srv.wait(t)
-	t.Logf("server:\n%sclient:\n%s", srvOut, cli)
-	return srvOut, cli
+	srvOut, cliOut, err := p.try(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("server:\n%sclient:\n%s", srvOut, cliOut)
+	return srvOut, cliOut
+}
+
+// try is run returning a failure (an end's exit status or time limit, with
+// its output) instead of failing the test.
+func (p streamPair) try(t *testing.T) (srvOut, cliOut string, err error) {
+	t.Helper()
+	port := strconv.Itoa(p.port)
+	srvName := streamBin(p.tool, p.goServer)
+	srvArgs := append([]string{"-b", "10.99.0.1", "-p", port}, p.args...)
+	limit := cmp.Or(p.limit, streamPeerLimit)
+	srv := startPeer(t, limit, srvName, srvArgs...)
+	cliName := streamBin(p.tool, p.goClient)
+	cliArgs := append([]string{"-s", "10.99.0.1", "-b", "10.99.0.2", "-p", port}, p.args...)
+	deadline := time.Now().Add(limit)
+	for {
+		cli := startPeer(t, limit, cliName, cliArgs...)
+		select {
+		case <-cli.done:
+		case <-srv.done:
+			// A server that failed may leave its client spinning on a
+			// connection nobody serves: it gets streamOrphanGrace.
+			if srv.err != nil {
+				select {
+				case <-cli.done:
+				case <-time.After(streamOrphanGrace):
+					cli.cmd.Process.Kill()
+					<-cli.done
+				}
+			}
+			<-cli.done
+		}
+		cliOut = cli.out.String()
+		if cli.err == nil {
+			break
+		}
+		if !streamNotYet.MatchString(cliOut) || time.Now().After(deadline) {
+			srv.cmd.Process.Kill()
+			<-srv.done
+			return srv.out.String(), cliOut, fmt.Errorf("client %s %s: %v\n%s\nserver %s:\n%s",
+				cliName, strings.Join(cliArgs, " "), cli.err, cliOut, srvName, srv.out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	<-srv.done
+	srvOut = srv.out.String()
+	if srv.err != nil {
+		return srvOut, cliOut, fmt.Errorf("server %s %s: %v\n%s\nclient %s:\n%s",
+			srvName, strings.Join(srvArgs, " "), srv.err, srvOut, cliName, cliOut)
+	}
+	return srvOut, cliOut, nil
 }
 
 // streamRow matches a result row: five fields, then the time, Gb/sec and
@@ -79,11 +139,10 @@ func checkStreamTable(t *testing.T, who, out string, rows ...string) []float64 {
 
 // tools/rstream against librdmacm's rstream over rxe0/rxe1, both ways:
 // 64 B, 4 KiB, 64 KiB and 1 MiB with -T v (each end checks the other's
-// byte counter), a small -B (16 KiB rings with 64 KiB transfers: every
-// transfer wraps them), -i 0, blocking calls (-T b), the C end polling
-// (-T a), and the default run (no -S/-C/-I: latency then bandwidth tests
-// on two connections, the latency one at -i 0). Every end is killed after
-// streamPeerLimit.
+// byte counter), a small -B (16 KiB rings under 64 KiB transfers: every
+// transfer wraps them), -i 0 (which the C tool, like the Go one, applies
+// only to its default run's latency connection), and blocking calls
+// (-T b). Every end is killed after streamPeerLimit.
 func TestRstreamInterop(t *testing.T) {
 	devices(t, 2)
 	cases := []struct {
@@ -117,14 +176,20 @@ func TestRstreamInterop(t *testing.T) {
 
 // The C tool's default run against the Go tool, both ways: two connections
 // (the latency tests at -i 0, then the bandwidth tests with inline 0),
-// each test verified. Long under TCG (a minute or more per direction).
+// each test verified. Under TCG on a busy host it takes far longer than
+// the other cases (the 64 B latency test alone is 200 000 transfers; it
+// outlasted 150 s), so it runs only with RXEVM_SOAK=1 (make soak
+// SOAKRUN=TestRstreamInteropDefaultRun), each end bounded by 30 minutes.
 func TestRstreamInteropDefaultRun(t *testing.T) {
+	if os.Getenv("RXEVM_SOAK") != "1" {
+		t.Skip("long: runs with RXEVM_SOAK=1")
+	}
 	devices(t, 2)
 	rows := []string{"64_lat 64 1 100k 12m", "4k_lat 4k 1 10k 78m", "64k_lat 64k 1 1k 125m", "1m_lat 1m 1 100 200m",
 		"64_bw 64 100k 1 12m", "4k_bw 4k 10k 1 78m", "64k_bw 64k 1k 1 125m", "1m_bw 1m 100 1 200m"}
 	for i, goServer := range []bool{true, false} {
 		t.Run(map[bool]string{true: "GoServerCClient", false: "CServerGoClient"}[goServer], func(t *testing.T) {
-			p := streamPair{tool: "rstream", goServer: goServer, goClient: !goServer, args: []string{"-T", "v", "-i", "0"}, port: 7760 + i}
+			p := streamPair{tool: "rstream", goServer: goServer, goClient: !goServer, args: []string{"-T", "v", "-i", "0"}, port: 7760 + i, limit: 30 * time.Minute}
 			srv, cli := p.run(t)
 			checkStreamTable(t, "server", srv, rows...)
 			checkStreamTable(t, "client", cli, rows...)
@@ -132,15 +197,63 @@ func TestRstreamInteropDefaultRun(t *testing.T) {
 	}
 }
 
-// C's rstream -T a (rpoll before every call) against the Go tool.
+// The C server under -T a (rpoll before every call) against the Go
+// client. The C client is left out of -T a: its poll reports the peer's
+// disconnect (POLLHUP) with the last data still unread and it exits 16
+// without reading it; C against C did so in 2 of 6 runs of
+// "-S 64 -C 5 -I 1 -T a" on 6.1, the Go server (which closes sooner)
+// in 3 of 4.
 func TestRstreamInteropAsync(t *testing.T) {
 	devices(t, 2)
-	for i, goServer := range []bool{true, false} {
-		t.Run(map[bool]string{true: "GoServerCClient", false: "CServerGoClient"}[goServer], func(t *testing.T) {
-			p := streamPair{tool: "rstream", goServer: goServer, goClient: !goServer, args: []string{"-S", "4096", "-C", "50", "-I", "2", "-T", "v", "-T", "a"}, port: 7770 + i}
-			srv, cli := p.run(t)
-			checkStreamTable(t, "server", srv, "custom 4k 50 2 800k")
-			checkStreamTable(t, "client", cli, "custom 4k 50 2 800k")
-		})
+	p := streamPair{tool: "rstream", goClient: true, args: []string{"-S", "4096", "-C", "50", "-I", "2", "-T", "v", "-T", "a"}, port: 7770}
+	srv, cli := p.run(t)
+	checkStreamTable(t, "server", srv, "custom 4k 50 2 800k")
+	checkStreamTable(t, "client", cli, "custom 4k 50 2 800k")
+}
+
+// tools/riostream against librdmacm's riostream, both ways: 64 B, 4 KiB,
+// 64 KiB and 1 MiB with -T v (the receiver checks the last write of each
+// turn), a small -B and blocking calls. The C client binds no source (its
+// -b is a TODO in riostream.c). The test skips while qp/rsocket lacks the
+// iomap extension (the Go tool then says riomap is not supported).
+func TestRiostreamInterop(t *testing.T) {
+	devices(t, 2)
+	cases := []struct {
+		name string
+		args string
+		row  string
+	}{
+		{"64", "-S 64 -C 20 -I 20 -T v", "custom 64 20 20 50k"},
+		{"4k", "-S 4096 -C 50 -I 5 -T v", "custom 4k 50 5 1.9m"},
+		{"64k", "-S 65536 -C 10 -I 3 -T v", "custom 64k 10 3 3.7m"},
+		{"1m", "-S 1048576 -C 3 -I 2 -T v", "custom 1m 3 2 12m"},
+		{"SmallRing", "-S 65536 -C 5 -I 2 -T v -B 8192", "custom 64k 5 2 1.2m"},
+		{"Blocking", "-S 4096 -C 20 -I 5 -T v -T b", "custom 4k 20 5 800k"},
+	}
+	var noIOMap bool
+	for i, tc := range cases {
+		for _, goServer := range []bool{true, false} {
+			name := tc.name + map[bool]string{true: "/GoServerCClient", false: "/CServerGoClient"}[goServer]
+			t.Run(name, func(t *testing.T) {
+				if noIOMap {
+					t.Skip("qp/rsocket has no iomap extension yet")
+				}
+				p := streamPair{tool: "riostream", goServer: goServer, goClient: !goServer, args: strings.Fields(tc.args), port: 7780 + 2*i}
+				if !goServer {
+					p.port++
+				}
+				srv, cli, err := p.try(t)
+				if err != nil {
+					if strings.Contains(srv+cli, "riomap: Operation not supported") {
+						noIOMap = true
+						t.Skip("qp/rsocket has no iomap extension yet")
+					}
+					t.Fatal(err)
+				}
+				t.Logf("server:\n%sclient:\n%s", srv, cli)
+				checkStreamTable(t, "server", srv, tc.row)
+				checkStreamTable(t, "client", cli, tc.row)
+			})
+		}
 	}
 }
