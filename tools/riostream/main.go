@@ -83,7 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, nw stream
 		return 255
 	}
 	pattern := new(streamperf.Pattern)
-	r := &streamperf.Runner{Tool: tool, Options: o, Network: nw, Out: stdout, Err: stderr}
+	r := &streamperf.Runner{Options: o, Network: nw, Out: stdout, Err: stderr}
 	r.Test = func(_ context.Context, c net.Conn, t streamperf.Test) (time.Duration, error) {
 		iom, ok := c.(iomapper)
 		if !ok {

@@ -54,7 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "malloc: Cannot allocate memory")
 		return 255
 	}
-	r := &streamperf.Runner{Tool: tool, Options: o, Network: network(o, stdout), Out: stdout, Err: stderr}
+	r := &streamperf.Runner{Options: o, Network: network(o, stdout), Out: stdout, Err: stderr}
 	buf := make([]byte, n)
 	pattern := new(streamperf.Pattern)
 	r.Test = func(_ context.Context, c net.Conn, t streamperf.Test) (time.Duration, error) {

@@ -94,6 +94,12 @@ func TestTCP(t *testing.T) {
 	if r.code != 255 || r.stderr != "rconnect: Connection refused\n" || r.stdout != streamperf.Header {
 		t.Errorf("connect to nobody: %+v", r)
 	}
+	// -f ip takes no names: getaddrinfo's EAI_NONAME, its line on stdout
+	// after the header, status 254 (-2).
+	r = <-runAsync("-s", "localhost", "-f", "ip", "-T", "s", "-S", "64", "-C", "1")
+	if r.code != 254 || r.stderr != "" || r.stdout != streamperf.Header+"getaddrinfo: Name or service not known\n" {
+		t.Errorf("-f ip with a name: %+v", r)
+	}
 }
 
 // cRstream is librdmacm's rstream from the VM's cache (make setup), run

@@ -29,7 +29,6 @@ type TestFunc func(ctx context.Context, c net.Conn, t Test) (time.Duration, erro
 
 // Runner is one run of a tool: the C tools' run().
 type Runner struct {
-	Tool     Tool
 	Options  *Options
 	Network  Network
 	Out, Err io.Writer // stdout (the table, C's printf lines) and stderr (perror lines)
@@ -37,7 +36,9 @@ type Runner struct {
 }
 
 // Run makes the run and returns the exit status the C tool would: 0, or
-// 255 when connecting failed or the custom test failed. As in the C tools,
+// 255 when connecting failed or the custom test failed (254 or 253 when
+// the name lookup did, getaddrinfo's EAI_NONAME or EAI_AGAIN). As in the C
+// tools,
 // a failed test of the default runs does not change the status; the Go
 // tools stop that connection's tests there instead of running the rest on
 // a stream out of step.
@@ -47,8 +48,7 @@ func (r *Runner) Run(ctx context.Context) int {
 	if o.Server == "" {
 		var err error
 		if ln, err = r.Network.Listen(ctx, o); err != nil {
-			r.perror("rbind", err)
-			return 255
+			return r.failed("rbind", err)
 		}
 		defer ln.Close()
 		stop := context.AfterFunc(ctx, func() { ln.Close() })
@@ -59,7 +59,7 @@ func (r *Runner) Run(ctx context.Context) int {
 	for _, conn := range o.Plan() {
 		c, err := r.connect(ctx, ln, conn.Inline)
 		if err != nil {
-			return 255
+			return r.failed(map[bool]string{true: "raccept", false: "rconnect"}[ln != nil], err)
 		}
 		for _, t := range conn.Tests {
 			elapsed, err := r.Test(ctx, c, t)
@@ -83,17 +83,27 @@ func (r *Runner) Run(ctx context.Context) int {
 // connect is the C tools' server_connect or client_connect.
 func (r *Runner) connect(ctx context.Context, ln net.Listener, inline int) (net.Conn, error) {
 	if ln != nil {
-		c, err := ln.Accept()
-		if err != nil {
-			r.perror("raccept", err)
+		return ln.Accept()
+	}
+	return r.Network.Dial(ctx, r.Options, inline)
+}
+
+// failed reports a failure to listen or connect as the C tools do and
+// returns their exit status: a failed name lookup is getaddrinfo's line on
+// stdout and its (negative) error code, anything else op's perror line
+// and -1.
+func (r *Runner) failed(op string, err error) int {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		if dns.IsNotFound {
+			fmt.Fprintln(r.Out, "getaddrinfo: Name or service not known")
+			return 254 // EAI_NONAME
 		}
-		return c, err
+		fmt.Fprintln(r.Out, "getaddrinfo: Temporary failure in name resolution")
+		return 253 // EAI_AGAIN
 	}
-	c, err := r.Network.Dial(ctx, r.Options, inline)
-	if err != nil {
-		r.perror("rconnect", err)
-	}
-	return c, err
+	r.perror(op, err)
+	return 255
 }
 
 // perror writes "op: reason" to stderr the way C's perror words it: the
