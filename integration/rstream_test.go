@@ -197,6 +197,16 @@ func TestRstreamInteropDefaultRun(t *testing.T) {
 	}
 }
 
+// Go against Go over rxe, as a check of the tool on its own: 64 KiB with
+// -T v on a small ring.
+func TestRstreamGoGo(t *testing.T) {
+	devices(t, 2)
+	p := streamPair{tool: "rstream", goServer: true, goClient: true, args: strings.Fields("-S 65536 -C 10 -I 2 -T v -B 8192"), port: 7775}
+	srv, cli := p.run(t)
+	checkStreamTable(t, "server", srv, "custom 64k 10 2 2.5m")
+	checkStreamTable(t, "client", cli, "custom 64k 10 2 2.5m")
+}
+
 // The C server under -T a (rpoll before every call) against the Go
 // client. The C client is left out of -T a: its poll reports the peer's
 // disconnect (POLLHUP) with the last data still unread and it exits 16
