@@ -2,7 +2,6 @@ package streamperf
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"strings"
 	"time"
@@ -97,10 +96,4 @@ func cfloat(v float64, width int) string {
 		return fmt.Sprintf("%*.2f", width, v)
 	}
 	return fmt.Sprintf("%*s", width, s)
-}
-
-// WriteHeader prints Header to w.
-func WriteHeader(w io.Writer) error {
-	_, err := io.WriteString(w, Header)
-	return err
 }
