@@ -55,6 +55,10 @@ type Conn struct {
 	// one was taken.
 	armed                       bool
 	readDeadline, writeDeadline time.Time
+	// readParked and writeParked say a Read or Write waits in its
+	// waiter; readKicked and writeKicked that kick woke it.
+	readParked, writeParked bool
+	readKicked, writeKicked bool
 
 	r res
 
@@ -120,12 +124,21 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	if c.rmsgHead == c.rmsgTail {
 		c.progress()
-		if !c.readable() {
+		for !c.readable() {
+			c.readParked = true
 			c.mu.Unlock()
 			err := c.r.rw.wait(c.readReady)
 			c.mu.Lock()
+			c.readParked = false
 			if c.closed {
 				return 0, c.opErr("read", net.ErrClosed)
+			}
+			if c.readKicked {
+				c.readKicked = false
+				c.r.rw.setDeadline(c.readDeadline)
+				if !passed(c.readDeadline) {
+					continue
+				}
 			}
 			if err != nil && !c.readable() {
 				return 0, c.opErr("read", waitErr(err))
@@ -240,14 +253,23 @@ func (c *Conn) Write(p []byte) (int, error) {
 		}
 		if !c.canSend() {
 			c.progress()
-			if !c.canSend() && c.writeErr() == nil {
+			if !c.writable() {
+				c.writeParked = true
 				c.mu.Unlock()
 				err := c.r.ww.wait(c.writeReady)
 				c.mu.Lock()
+				c.writeParked = false
 				if c.closed {
 					return n, c.opErr("write", net.ErrClosed)
 				}
-				if err != nil && !c.canSend() {
+				if c.writeKicked {
+					c.writeKicked = false
+					c.r.ww.setDeadline(c.writeDeadline)
+					if !passed(c.writeDeadline) {
+						continue
+					}
+				}
+				if err != nil && !c.writable() {
 					return n, c.opErr("write", waitErr(err))
 				}
 			}
@@ -344,6 +366,22 @@ func (c *Conn) progress() {
 	c.updateCredits()
 	c.pollCQ()
 	c.updateCredits()
+	c.kick()
+}
+
+// kick wakes a Read or Write parked in its wait whose condition now holds.
+// The completion that made it hold may have come with the event another
+// waiter took; the netpoller then reports nothing to the parked one. A
+// deadline in the past wakes it; it restores its own deadline.
+func (c *Conn) kick() {
+	if c.readParked && !c.readKicked && c.readable() {
+		c.readKicked = true
+		c.r.rw.setDeadline(pastTime)
+	}
+	if c.writeParked && !c.writeKicked && c.writable() {
+		c.writeKicked = true
+		c.r.ww.setDeadline(pastTime)
+	}
 }
 
 // pollCQ processes every completion queued.
