@@ -90,6 +90,13 @@ type Conn struct {
 	sbufTail              int
 	ctrlSeq, ctrlMax      uint16
 
+	// iomaps are the peer's mappings (its entries in this side's iomap
+	// table, copied when their message arrives); peerIOMap is the peer's
+	// table and peerIOMapUsed its entries this side has filled.
+	iomaps        []iomapEntry
+	peerIOMap     sge
+	peerIOMapUsed []bool
+
 	// Scratch, allocated once, so that Read and Write allocate nothing.
 	wc         [32]cq.WC
 	swr        [1]qp.SendWR
@@ -252,26 +259,8 @@ func (c *Conn) Write(p []byte) (int, error) {
 			return n, c.opErr("write", err)
 		}
 		if !c.canSend() {
-			c.progress()
-			if !c.writable() {
-				c.writeParked = true
-				c.mu.Unlock()
-				err := c.r.ww.wait(c.writeReady)
-				c.mu.Lock()
-				c.writeParked = false
-				if c.closed {
-					return n, c.opErr("write", net.ErrClosed)
-				}
-				if c.writeKicked {
-					c.writeKicked = false
-					c.r.ww.setDeadline(c.writeDeadline)
-					if !passed(c.writeDeadline) {
-						continue
-					}
-				}
-				if err != nil && !c.writable() {
-					return n, c.opErr("write", waitErr(err))
-				}
+			if err := c.waitWritable(); err != nil {
+				return n, c.opErr("write", err)
 			}
 			continue
 		}
@@ -329,21 +318,7 @@ func (c *Conn) postData(b []byte) error {
 	msg := message(opData, uint32(len(b)))
 	wr := &c.swr[0]
 	*wr = qp.SendWR{ID: uint64(msg), Opcode: qp.RDMAWriteWithImm, Flags: qp.Signaled, Imm: msg, RemoteAddr: t.Addr, RKey: t.Key}
-	if len(b) <= c.r.inline {
-		wr.Flags |= qp.Inline
-		wr.Inline = b
-	} else {
-		ring := c.r.sbuf()
-		k := copy(ring[c.sbufTail:], b)
-		c.ssge[0] = uverbs.SGE{Addr: c.r.sbufAddr() + uint64(c.sbufTail), Length: uint32(k), LKey: c.r.smr.LKey()}
-		wr.SGEs = c.ssge[:1]
-		if k < len(b) {
-			copy(ring, b[k:])
-			c.ssge[1] = uverbs.SGE{Addr: c.r.sbufAddr(), Length: uint32(len(b) - k), LKey: c.r.smr.LKey()}
-			wr.SGEs = c.ssge[:2]
-		}
-		c.sbufTail = (c.sbufTail + len(b)) % len(ring)
-	}
+	c.fillPayload(wr, b)
 	err := c.r.q.PostSend(c.swr[:])
 	wr.Inline, wr.SGEs = nil, nil
 	if err != nil {
@@ -358,6 +333,27 @@ func (c *Conn) postData(b []byte) error {
 		c.targetSGE ^= 1
 	}
 	return nil
+}
+
+// fillPayload gives wr its payload b: inline when it fits, else copied
+// into the send ring (one or two SGEs across the wrap), whose space the
+// completion frees.
+func (c *Conn) fillPayload(wr *qp.SendWR, b []byte) {
+	if len(b) <= c.r.inline {
+		wr.Flags |= qp.Inline
+		wr.Inline = b
+		return
+	}
+	ring := c.r.sbuf()
+	k := copy(ring[c.sbufTail:], b)
+	c.ssge[0] = uverbs.SGE{Addr: c.r.sbufAddr() + uint64(c.sbufTail), Length: uint32(k), LKey: c.r.smr.LKey()}
+	wr.SGEs = c.ssge[:1]
+	if k < len(b) {
+		copy(ring, b[k:])
+		c.ssge[1] = uverbs.SGE{Addr: c.r.sbufAddr(), Length: uint32(len(b) - k), LKey: c.r.smr.LKey()}
+		wr.SGEs = c.ssge[:2]
+	}
+	c.sbufTail = (c.sbufTail + len(b)) % len(ring)
 }
 
 // progress is rsocket's CQ pass: grant credits, take completions, grant
@@ -460,8 +456,12 @@ func (c *Conn) received(wc *cq.WC) bool {
 				c.state &^= stConnected | stReadable | stWritable
 			}
 		}
+	case opIOMapSGL:
+		// The peer wrote entry i of this side's iomap table.
+		if i := int(msgData(m)); i < len(c.iomaps) && wc.ByteLen == iomapLen {
+			c.iomaps[i] = getIOMap(c.r.iomapTable()[i*iomapLen:], binary.LittleEndian)
+		}
 	}
-	// opIOMapSGL: the peer filled in an iomap entry; nothing to do.
 	return true
 }
 
@@ -474,7 +474,10 @@ func (c *Conn) sent(wc *cq.WC) {
 		if msgOp(m) == opCtrl && msgData(m) == ctrlDisconnect {
 			c.state &^= stConnected | stReadable | stWritable
 		}
-	default:
+	case opIOMapSGL:
+		c.sqeAvail++
+		c.sbufAvail += iomapLen
+	default: // opData, opWrite: the payload's length
 		c.sqeAvail++
 		c.sbufAvail += int(msgData(m))
 	}

@@ -59,6 +59,7 @@ func newConn(r *res) *Conn {
 		rseqComp:   uint16(r.rq / 2),
 		remoteSGE:  1,
 		targetFill: 1,
+		iomaps:     make([]iomapEntry, r.iomapSize),
 		cmDone:     make(chan struct{}),
 	}
 	for i := range c.rwr {
@@ -73,11 +74,12 @@ func newConn(r *res) *Conn {
 // connData is what this side tells the peer.
 func (c *Conn) connData() *connData {
 	return &connData{
-		Version:   connVersion,
-		Flags:     flagIOMap,
-		Credits:   uint16(c.r.rq),
-		TargetSGL: sge{Addr: c.r.targetAddr(), Key: c.r.rmr.RKey(), Length: targetSGEs},
-		DataBuf:   sge{Addr: c.r.rbufAddr(), Key: c.r.rmr.RKey(), Length: uint32(c.r.rbufLen / 2)},
+		Version:    connVersion,
+		Flags:      flagIOMap,
+		Credits:    uint16(c.r.rq),
+		IOMapScale: scaleIOMapSize(c.r.iomapSize),
+		TargetSGL:  sge{Addr: c.r.targetAddr(), Key: c.r.rmr.RKey(), Length: targetSGEs},
+		DataBuf:    sge{Addr: c.r.rbufAddr(), Key: c.r.rmr.RKey(), Length: uint32(c.r.rbufLen / 2)},
 	}
 }
 
@@ -100,6 +102,10 @@ func (c *Conn) start(rc *rdmacm.Conn, o Options) error {
 	c.peerOrder = sgeOrder(peer.Flags)
 	c.target[0] = peer.DataBuf
 	c.sseqComp = peer.Credits
+	if peer.Flags&flagIOMap != 0 {
+		c.peerIOMap = sge{Addr: peer.TargetSGL.Addr + targetSGEs*sgeLen, Key: peer.TargetSGL.Key}
+		c.peerIOMapUsed = make([]bool, iomapSizeOf(peer.IOMapScale))
+	}
 	c.local = net.TCPAddrFromAddrPort(rc.LocalAddr())
 	c.remote = net.TCPAddrFromAddrPort(rc.RemoteAddr())
 	c.state = stConnected | stReadable | stWritable

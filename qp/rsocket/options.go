@@ -55,6 +55,10 @@ type Options struct {
 	// SO_SNDBUF and SO_RCVBUF take half of these (rstream's 512 KiB
 	// gives 1 MiB rings).
 	SendBuffer, RecvBuffer int
+	// IOMapSize is how many mappings the peer may make into this side
+	// (RDMA_IOMAPSIZE; at most MaxIOMapSize): the peer's IOMap (riomap)
+	// needs a free one. 0 means none, rsocket's default.
+	IOMapSize int
 	// Keepalive, if positive, sends an empty RDMA WRITE after that much
 	// idle time, so that a dead peer surfaces as an error (SO_KEEPALIVE
 	// with TCP_KEEPIDLE).
@@ -70,10 +74,14 @@ type sizes struct {
 	sq, rq     int
 	inline     int
 	sbuf, rbuf int
+	iomap      int
 }
 
 func (o *Options) sizes() (sizes, error) {
-	s := sizes{sq: o.SendQueue, rq: o.RecvQueue, inline: o.Inline, sbuf: o.SendBuffer, rbuf: o.RecvBuffer}
+	s := sizes{sq: o.SendQueue, rq: o.RecvQueue, inline: o.Inline, sbuf: o.SendBuffer, rbuf: o.RecvBuffer, iomap: o.IOMapSize}
+	if s.iomap < 0 || s.iomap > MaxIOMapSize {
+		return s, fmt.Errorf("rsocket: iomap size %d outside [0, %d]: %w", s.iomap, MaxIOMapSize, unix.EINVAL)
+	}
 	if s.sq == 0 {
 		s.sq = DefaultQueueSize
 	}

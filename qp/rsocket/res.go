@@ -22,6 +22,7 @@ type res struct {
 	buf    *uverbs.Buffer
 	rmr    *uverbs.MR
 	smr    *uverbs.MR
+	iomrs  []*uverbs.MR // IOMap's registrations
 	rw     *completionWaiter
 	ww     *completionWaiter
 	mem    []byte
@@ -31,12 +32,12 @@ type res struct {
 
 	rbufLen, sbufLen int
 	targetOff        int // the target list, after the ring
+	targetLen        int // the target list and the iomap table, padded
+	iomapSize        int
 	sbufOff          int
 }
 
 const (
-	// targetListLen is the target list's room: two entries, padded.
-	targetListLen = 64
 	// ctrlLen is the control slots' room: one SGL entry each.
 	ctrlLen = ctrlSlots * sgeLen
 )
@@ -44,7 +45,7 @@ const (
 // newRes builds the connection's PD, completion channel, CQ, QP (in
 // RESET), buffer and memory regions, and its two completion waiters.
 func newRes(ctx *uverbs.Context, s sizes) (_ *res, err error) {
-	r := &res{sq: s.sq, rq: s.rq, rbufLen: s.rbuf, sbufLen: s.sbuf}
+	r := &res{sq: s.sq, rq: s.rq, rbufLen: s.rbuf, sbufLen: s.sbuf, iomapSize: s.iomap}
 	defer func() {
 		if err != nil {
 			r.release()
@@ -67,8 +68,7 @@ func newRes(ctx *uverbs.Context, s sizes) (_ *res, err error) {
 		return nil, err
 	}
 	r.inline = min(s.inline, int(r.q.Cap().MaxInlineData))
-	r.targetOff = (r.rbufLen + 63) &^ 63
-	r.sbufOff = r.targetOff + targetListLen
+	r.layout()
 	if r.buf, err = uverbs.NewBuffer(r.sbufOff+r.sbufLen+ctrlLen, uverbs.BufferOptions{}); err != nil {
 		return nil, err
 	}
@@ -88,6 +88,18 @@ func newRes(ctx *uverbs.Context, s sizes) (_ *res, err error) {
 	return r, nil
 }
 
+// layout places the target list and iomap table after the ring, and the
+// send ring after them.
+func (r *res) layout() {
+	r.targetOff = (r.rbufLen + 63) &^ 63
+	r.targetLen = (targetSGEs*sgeLen + r.iomapSize*iomapLen + 63) &^ 63
+	r.sbufOff = r.targetOff + r.targetLen
+}
+
+func (r *res) iomapTable() []byte {
+	start := r.targetOff + targetSGEs*sgeLen
+	return r.mem[start : start+r.iomapSize*iomapLen]
+}
 func (r *res) rbuf() []byte       { return r.mem[:r.rbufLen] }
 func (r *res) targetList() []byte { return r.mem[r.targetOff : r.targetOff+targetSGEs*sgeLen] }
 func (r *res) sbuf() []byte       { return r.mem[r.sbufOff : r.sbufOff+r.sbufLen] }
@@ -119,6 +131,10 @@ func (r *res) release() error {
 		add(r.q.Close())
 		r.q = nil
 	}
+	for _, mr := range r.iomrs {
+		add(mr.Close())
+	}
+	r.iomrs = nil
 	if r.rmr != nil {
 		add(r.rmr.Close())
 		r.rmr = nil

@@ -95,8 +95,8 @@ func FuzzParseConnData(f *testing.F) {
 // receive path's bookkeeping.
 func fakeConn(rq, rbuf int) *Conn {
 	r := &res{sq: 16, rq: rq, rbufLen: rbuf, sbufLen: 16 << 10}
-	r.targetOff = (rbuf + 63) &^ 63
-	r.sbufOff = r.targetOff + targetListLen
+	r.iomapSize = 2
+	r.layout()
 	r.mem = make([]byte, r.sbufOff+r.sbufLen+ctrlLen)
 	c := newConn(r)
 	c.state = stConnected | stReadable | stWritable
