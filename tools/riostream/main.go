@@ -35,7 +35,8 @@ import (
 
 func main() {
 	out, flush := streamperf.Stdout()
-	code := run(context.Background(), os.Args, out, os.Stderr, streamperf.RSocket{Log: out})
+	// riostream.c sets RDMA_IOMAPSIZE 1 on every socket.
+	code := run(context.Background(), os.Args, out, os.Stderr, iomapNetwork{streamperf.RSocket{Log: out, IOMapSize: 1}})
 	if err := flush(); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: stdout: %v\n", os.Args[0], err)
 		code = 1

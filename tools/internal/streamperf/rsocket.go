@@ -19,6 +19,9 @@ import (
 type RSocket struct {
 	// Log receives the keepalive lines rstream prints for -k.
 	Log io.Writer
+	// IOMapSize is how many mappings the peer may make into each
+	// connection (riostream's RDMA_IOMAPSIZE, 1; rstream's 0).
+	IOMapSize int
 }
 
 // options are the rsocket options of o for a connection whose inline size
@@ -28,7 +31,8 @@ func (n RSocket) options(o *Options, inline int) rsocket.Options {
 	if buf == 0 {
 		buf = DefaultBuffer
 	}
-	ro := rsocket.Options{SendBuffer: 2 * buf, RecvBuffer: 2 * buf, Keepalive: time.Duration(o.Keepalive) * time.Second}
+	ro := rsocket.Options{SendBuffer: 2 * buf, RecvBuffer: 2 * buf, IOMapSize: n.IOMapSize,
+		Keepalive: time.Duration(o.Keepalive) * time.Second}
 	switch {
 	case inline == 0:
 		ro.Inline = -1 // none: the bandwidth connection and -i 0
