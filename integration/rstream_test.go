@@ -28,6 +28,10 @@ type streamPair struct {
 // fails, and a peer that waits for a dead one spins forever.
 const streamPeerLimit = 150 * time.Second
 
+// streamCListenSettle is how long a C server gets to set its listener's
+// options before the first connect request.
+const streamCListenSettle = time.Second
+
 // streamOrphanGrace is how long an end may go on once its peer failed.
 const streamOrphanGrace = 10 * time.Second
 
@@ -68,6 +72,14 @@ func (p streamPair) try(t *testing.T) (srvOut, cliOut string, err error) {
 	srvArgs := append([]string{"-b", "10.99.0.1", "-p", port}, p.args...)
 	limit := cmp.Or(p.limit, streamPeerLimit)
 	srv := startPeer(t, limit, srvName, srvArgs...)
+	if !p.goServer {
+		// The C server listens (rlisten) before it sets its options on the
+		// listener (set_options in server_connect); a connect request taken
+		// in between gets rsocket's defaults: no iomap table (the Go
+		// riostream client's riomap then fails with ENOMEM, seen once in 13
+		// runs of the matrix) and 128 KiB rings instead of -B's.
+		time.Sleep(streamCListenSettle)
+	}
 	cliName := streamBin(p.tool, p.goClient)
 	cliArgs := append([]string{"-s", "10.99.0.1", "-b", "10.99.0.2", "-p", port}, p.args...)
 	deadline := time.Now().Add(limit)
