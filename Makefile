@@ -115,6 +115,10 @@ itest-example: setup
 	cd integration/example && CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) -exec '$(GO) tool rxevm exec' -v ./...
 	$(call vmtest,^Example,,,./qp/ ./qp/rdmacm/ ./server/)
 
+## itest-stream: qp/rsocket under programs written for TCP (integration/streamtest, a module of its own with x/net and grpc-go): nettest.TestConn and gRPC unary and streaming calls, in the VM via go tool rxevm exec
+itest-stream: setup
+	cd integration/streamtest && CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) -exec '$(GO) tool rxevm exec' -v ./...
+
 ## itest-selfcheck: a deliberately failing test must make the harness fail, visibly
 itest-selfcheck: setup
 	@out=$$(RXEVM_SELFCHECK=1 $(call vmtest,^TestHarnessSelfcheck$$) 2>&1); rc=$$?; \

@@ -150,6 +150,15 @@ func addPeers(a *Archive, root string, arch Arch) error {
 	if err := a.File("/etc/libibverbs.d/rxe.driver", filepath.Join(root, "etc/libibverbs.d/rxe.driver")); err != nil {
 		return err
 	}
+	// librdmacm's socket preload (LD_PRELOAD=.../rsocket/librspreload.so.1),
+	// which puts unmodified socket programs on rsockets.
+	preload, _ := filepath.Glob(filepath.Join(root, multiarch, "rsocket/librspreload.so.1"))
+	for _, p := range preload {
+		if err := a.File("/"+multiarch+"/rsocket/"+filepath.Base(p), p); err != nil {
+			return err
+		}
+		elfs = append(elfs, p)
+	}
 	if arch.Foreign() {
 		libs, err := neededIn(root, arch.Triple, elfs, []string{"libgcc_s.so.1"})
 		if err != nil {

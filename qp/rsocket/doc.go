@@ -1,0 +1,33 @@
+// Package rsocket is a byte stream over RDMA that speaks librdmacm's
+// rsocket protocol, so that it interoperates with rsocket programs (rstream,
+// riostream, anything under librspreload) in both directions. Conn is a
+// net.Conn and Listener a net.Listener: code written for TCP moves to RDMA
+// by changing its dialer and listener.
+//
+//	l, err := rsocket.Listen(ctx, "10.99.0.1:7471", rsocket.Options{})
+//	c, err := l.Accept()
+//
+//	c, err := rsocket.Dial(ctx, "10.99.0.1:7471", rsocket.Options{Source: netip.MustParseAddr("10.99.0.2")})
+//
+// # The protocol
+//
+// A connection is an RC queue pair connected by the RDMA CM in its TCP
+// port space; the connect request and reply carry each side's 40-byte
+// connect data: the protocol version, its receive queue size (the message
+// credits it grants), where its two-entry target list is, and the first
+// half of its receive ring. Data goes by RDMA WRITE_WITH_IMM into the
+// peer's ring, the 32-bit immediate saying how many bytes (operation 0).
+// A receiver hands out ring halves, once read, by writing a buffer
+// descriptor into the sender's target list with an SGL message (operation
+// 4), which also renews the sender's message credits; shutdown and
+// disconnect are control messages (operation 7). Every message uses one
+// receive at the peer, posted without buffers.
+//
+// # Progress
+//
+// No goroutine moves data: a Read or Write that cannot go on processes the
+// completion queue itself and, when nothing is there, arms it and waits in
+// Go's netpoller on the completion channel. Deadlines and Close wake such a
+// wait. One goroutine per connection, parked in the netpoller, watches the
+// RDMA CM for a peer that disappears without a disconnect message.
+package rsocket

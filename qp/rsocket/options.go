@@ -1,0 +1,114 @@
+package rsocket
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// rsocket's defaults (librdmacm/rsocket.c, without /etc/rdma/rsocket).
+const (
+	DefaultQueueSize  = 384
+	DefaultInline     = 64
+	DefaultBufferSize = 128 << 10
+)
+
+const (
+	// ctrlSlots is how many control messages (credit updates, shutdown,
+	// disconnect) may be outstanding; the send queue keeps them free of
+	// data.
+	ctrlSlots = 4
+	// minQueueSize and maxQueueSize bound the queue sizes as rsocket does.
+	minQueueSize = 16
+	maxQueueSize = 0xFFFE
+	// sendLowWater is the free send buffer a data write waits for.
+	sendLowWater = 2 << 10
+	// firstWrite and maxWrite: each Write starts with a 2 KiB message and
+	// doubles up to 64 KiB, so that the peer sees data early.
+	firstWrite = 2 << 10
+	maxWrite   = 64 << 10
+	// minBuffer keeps the ring halves above the send low-water mark.
+	minBuffer = 8 << 10
+	// maxBuffer keeps a ring half describable by an immediate (29 bits).
+	maxBuffer = 256 << 20
+)
+
+// Options are the choices of Dial and Listen. The zero value gives
+// rsocket's defaults: send and receive queues of 384, 64 bytes inline,
+// 128 KiB send buffer and receive ring.
+type Options struct {
+	// Source is the local address Dial connects from (rbind before
+	// rconnect); it picks the RDMA device. Invalid lets the routing table
+	// choose.
+	Source netip.Addr
+	// SendQueue and RecvQueue are the QP's queue sizes (RDMA_SQSIZE,
+	// RDMA_RQSIZE); 0 means 384. RecvQueue is also the credit window the
+	// peer gets.
+	SendQueue, RecvQueue int
+	// Inline is the largest write sent inline (RDMA_INLINE); 0 means 64,
+	// negative means none.
+	Inline int
+	// SendBuffer is the send ring's size and RecvBuffer the receive
+	// ring's, which the peer fills in halves; 0 means 128 KiB. rsocket's
+	// SO_SNDBUF and SO_RCVBUF take half of these (rstream's 512 KiB
+	// gives 1 MiB rings).
+	SendBuffer, RecvBuffer int
+	// IOMapSize is how many mappings the peer may make into this side
+	// (RDMA_IOMAPSIZE; at most MaxIOMapSize): the peer's IOMap (riomap)
+	// needs a free one. 0 means none, rsocket's default.
+	IOMapSize int
+	// Keepalive, if positive, sends an empty RDMA WRITE after that much
+	// idle time, so that a dead peer surfaces as an error (SO_KEEPALIVE
+	// with TCP_KEEPIDLE).
+	Keepalive time.Duration
+	// ResolveTimeout bounds address and route resolution; 0 means 2 s.
+	ResolveTimeout time.Duration
+	// Backlog is Listen's backlog; 0 means the kernel's maximum.
+	Backlog int
+}
+
+// sizes is Options with the defaults filled in and the limits applied.
+type sizes struct {
+	sq, rq     int
+	inline     int
+	sbuf, rbuf int
+	iomap      int
+}
+
+func (o *Options) sizes() (sizes, error) {
+	s := sizes{sq: o.SendQueue, rq: o.RecvQueue, inline: o.Inline, sbuf: o.SendBuffer, rbuf: o.RecvBuffer, iomap: o.IOMapSize}
+	if s.iomap < 0 || s.iomap > MaxIOMapSize {
+		return s, fmt.Errorf("rsocket: iomap size %d outside [0, %d]: %w", s.iomap, MaxIOMapSize, unix.EINVAL)
+	}
+	if s.sq == 0 {
+		s.sq = DefaultQueueSize
+	}
+	if s.rq == 0 {
+		s.rq = DefaultQueueSize
+	}
+	if s.inline == 0 {
+		s.inline = DefaultInline
+	}
+	if s.inline < 0 {
+		s.inline = 0
+	}
+	if s.sbuf == 0 {
+		s.sbuf = DefaultBufferSize
+	}
+	if s.rbuf == 0 {
+		s.rbuf = DefaultBufferSize
+	}
+	s.sq = min(max(s.sq, minQueueSize), maxQueueSize)
+	s.rq = min(max(s.rq, minQueueSize), maxQueueSize)
+	if s.sbuf < minBuffer || s.sbuf > maxBuffer || s.rbuf < minBuffer || s.rbuf > maxBuffer {
+		return s, fmt.Errorf("rsocket: buffer sizes %d/%d outside [%d, %d]: %w", s.sbuf, s.rbuf, minBuffer, maxBuffer, unix.EINVAL)
+	}
+	// The ring is advertised in two equal halves.
+	s.rbuf &^= 1
+	if s.inline > 1024 {
+		return s, fmt.Errorf("rsocket: inline size %d above 1024: %w", s.inline, unix.EINVAL)
+	}
+	return s, nil
+}
