@@ -88,13 +88,13 @@ unit: $(RXEVM)
 
 ## itest: the integration tests inside the VM; RUN=regexp picks tests by name
 itest: setup
-	$(call vmtest,$(RUN))
+	$(call vmtest,$(value RUN))
 
 ## itest-arm64: the integration tests on Debian's arm64 kernel under qemu-system-aarch64 (TCG); not part of make test
 # ARMCOUNT=n runs each test n times in one boot (the ten-in-a-row check: README, arm64).
 itest-arm64: rxevm
 	RXEVM_ARCH=arm64 $(RXEVM) setup
-	RXEVM_ARCH=arm64 GOARCH=arm64 $(call vmtest,$(RUN),$(ARMCOUNT),$(or $(ARMTIMEOUT),60m))
+	RXEVM_ARCH=arm64 GOARCH=arm64 $(call vmtest,$(value RUN),$(ARMCOUNT),$(or $(ARMTIMEOUT),60m))
 	cd integration/example && GOARCH=arm64 CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) \
 		-exec 'env -u GOARCH $(GO) tool rxevm exec' -v ./...
 
@@ -181,5 +181,5 @@ bench-vm: setup
 ## test-host: the integration tests on this machine, when it has rdma_rxe itself (no VM)
 test-host:
 	$(GO) run ./tools/rxevm host-setup
-	$(GO) test -tags integration -count=1 -p 1 -run '$(RUN)' -v ./integration/; rc=$$?; \
+	$(GO) test -tags integration -count=1 -p 1 -run '$(value RUN)' -v ./integration/; rc=$$?; \
 		$(GO) run ./tools/rxevm host-teardown; exit $$rc
