@@ -9,7 +9,12 @@ RUN     ?= .
 ITIMEOUT ?= 20m
 export RXEVM_CACHE := $(CACHE)
 
-.PHONY: bench-perftest faults soak-server bench-server all setup demo test test-all itest-bare check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
+# Tests in the VM, written once: $(call vmtest,RUN-REGEXP[,COUNT[,TIMEOUT[,PACKAGES]]]), after any
+# RXEVM_* settings the target needs; PACKAGES default to the integration tests.
+vmtest = CGO_ENABLED=0 $(GO) test -tags integration -count=$(or $(2),1) -p 1 -timeout $(or $(3),$(ITIMEOUT)) \
+	-exec '$(RXEVM) exec' -run '$(1)' -v $(or $(4),./integration/)
+
+.PHONY: bench-perftest faults soak-server bench-server all setup demo demo-faults outside-module test test-all itest-bare check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
 
 all: test
 
@@ -27,9 +32,24 @@ rxevm: $(RXEVM)
 setup: $(RXEVM)
 	$(RXEVM) setup
 
-## demo: boot the VM, stream frames from rocev2-send on rxe1 to rocev2-server on rxe0 over the veth pair, print the rate and "0 lost, 0 corrupt"
+## demo: boot the VM, stream frames from rocev2-send to rocev2-server over a veth pair, print the rate and the verdict (every frame counted, none lost, out of order or corrupt)
 demo: setup
 	$(RXEVM) run -timeout 5m -- /usr/local/bin/rocev2-demo
+
+## demo-faults: the demo must fail, naming the fault, when rocev2-send drops a frame (-drop) or corrupts one (-corrupt)
+demo-faults: setup
+	@for fault in 'drop 100:1 lost' 'corrupt 200:1 corrupt'; do \
+		flags=$${fault%%:*}; want=$${fault#*:}; \
+		out=$$($(RXEVM) run -timeout 5m -- /usr/local/bin/rocev2-demo -- -$$flags 2>&1); rc=$$?; \
+		if [ $$rc -eq 0 ]; then echo "$$out"; echo "demo-faults: the demo passed with rocev2-send -$$flags"; exit 1; fi; \
+		if ! echo "$$out" | grep -q "rocev2-demo: verdict: $$want"; then \
+			echo "$$out"; echo "demo-faults: -$$flags: no 'verdict: $$want' line"; exit 1; fi; \
+		echo "demo-faults: rocev2-send -$$flags: $$(echo "$$out" | grep 'rocev2-demo: verdict:') (exit $$rc)"; \
+	done
+
+## outside-module: a module in a temporary directory runs the README's "Testing your own module" commands against this commit, published to a file-based module proxy (.ci/outside-module; OUTSIDE_ARCHS="amd64 arm64")
+outside-module: setup
+	.ci/outside-module $(OUTSIDE_ARCHS)
 
 ## test: static checks, host unit tests (race detector), then the VM integration tests
 test: check unit itest itest-twovm itest-selfcheck itest-example itest-bare
@@ -68,15 +88,13 @@ unit: $(RXEVM)
 
 ## itest: the integration tests inside the VM; RUN=regexp picks tests by name
 itest: setup
-	CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 -timeout $(ITIMEOUT) \
-		-exec '$(RXEVM) exec' -run '$(RUN)' -v ./integration/
+	$(call vmtest,$(value RUN))
 
 ## itest-arm64: the integration tests on Debian's arm64 kernel under qemu-system-aarch64 (TCG); not part of make test
 # ARMCOUNT=n runs each test n times in one boot (the ten-in-a-row check: README, arm64).
 itest-arm64: rxevm
 	RXEVM_ARCH=arm64 $(RXEVM) setup
-	RXEVM_ARCH=arm64 GOARCH=arm64 CGO_ENABLED=0 $(GO) test -tags integration -count=$(or $(ARMCOUNT),1) -p 1 -timeout $(or $(ARMTIMEOUT),60m) \
-		-exec '$(RXEVM) exec' -run '$(RUN)' -v ./integration/
+	RXEVM_ARCH=arm64 GOARCH=arm64 $(call vmtest,$(value RUN),$(ARMCOUNT),$(or $(ARMTIMEOUT),60m))
 	cd integration/example && GOARCH=arm64 CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) \
 		-exec 'env -u GOARCH $(GO) tool rxevm exec' -v ./...
 
@@ -86,18 +104,16 @@ itest-matrix:
 
 ## itest-twovm: the tests written for two hosts, on two VMs joined by a QEMU socket netdev
 itest-twovm: setup
-	RXEVM_TOPOLOGY=twovm CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 -timeout $(ITIMEOUT) \
-		-exec '$(RXEVM) exec' -run 'TwoVM' -v ./integration/
+	RXEVM_TOPOLOGY=twovm $(call vmtest,TwoVM)
 
 ## itest-bare: the guest as a minimal host — rdma_rxe on disk, not loaded, no links — where rxe-link loads it (modules.dep, finit_module) and adds, lists and deletes a link
 itest-bare: setup
-	RXEVM_TOPOLOGY=none RXEVM_UNLOADED=rdma_rxe,crc32_generic CGO_ENABLED=0 $(GO) test -tags integration -count=1 -p 1 \
-		-timeout $(ITIMEOUT) -exec '$(RXEVM) exec' -run '^TestRxeLinkTool$$' -v ./integration/
+	RXEVM_TOPOLOGY=none RXEVM_UNLOADED=rdma_rxe,crc32_generic $(call vmtest,^TestRxeLinkTool$$)
 
-## itest-example: the example module's tests, run the way another project runs them: go tool rxevm exec from its own directory; then qp/rdmacm's godoc examples (skipped on hosts without RDMA CM), output checked, in the VM
+## itest-example: the example module's tests, run the way another project runs them: go tool rxevm exec from its own directory; then the godoc examples of the main paths (RC send/receive, RDMA CM Dial/Listen, the server's Serve; skipped on hosts without rxe), output checked, in the VM
 itest-example: setup
 	cd integration/example && CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) -exec '$(GO) tool rxevm exec' -v ./...
-	CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) -exec '$(RXEVM) exec' -run '^Example' -v ./qp/rdmacm/
+	$(call vmtest,^Example,,,./qp/ ./qp/rdmacm/ ./server/)
 
 ## itest-stream: qp/rsocket under programs written for TCP (integration/streamtest, a module of its own with x/net and grpc-go): nettest.TestConn and gRPC unary and streaming calls, in the VM via go tool rxevm exec
 itest-stream: setup
@@ -105,8 +121,7 @@ itest-stream: setup
 
 ## itest-selfcheck: a deliberately failing test must make the harness fail, visibly
 itest-selfcheck: setup
-	@out=$$(RXEVM_SELFCHECK=1 CGO_ENABLED=0 $(GO) test -tags integration -count=1 \
-		-exec '$(RXEVM) exec' -run '^TestHarnessSelfcheck$$' -v ./integration/ 2>&1); rc=$$?; \
+	@out=$$(RXEVM_SELFCHECK=1 $(call vmtest,^TestHarnessSelfcheck$$) 2>&1); rc=$$?; \
 	if [ $$rc -eq 0 ]; then echo "$$out"; echo "selfcheck: a failing test passed through the harness"; exit 1; fi; \
 	if ! echo "$$out" | grep -q 'deliberate failure seen by the harness'; then \
 		echo "$$out"; echo "selfcheck: the failure was not shown"; exit 1; fi; \
@@ -124,9 +139,21 @@ soak-server: setup
 faults: setup
 	RXEVM_FAULTS=1 $(MAKE) itest RUN='$(or $(FAULTRUN),^TestNetem)' ITIMEOUT=120m
 
-## bench-server: Go server vs perftest ib_send_bw server at 64 B..9000 B, in one boot
+# The bench targets' tests print their tables as Markdown sections, headed by commit, kernel, mode and date,
+# and splice writes each into its tool's README between its markers (integration/internal/benchmd);
+# the run's output passes through and its exit status is kept.
+# BENCHICOUNT=shift=0,sleep=off,align=off measures on QEMU's instruction-counted clock (RXEVM_ICOUNT) with one
+# vCPU (its event rows repeat more closely than with two): the host's load does not move the figures. A polling
+# end would measure the guest's timer tick or QEMU's vCPU slices, so perftest runs with -e and the polling rows
+# and the server bench are skipped. Empty: TCG on the host's clock.
+BENCHICOUNT ?=
+BENCHENV = RXEVM_BENCH=1 RXEVM_BENCH_MARKDOWN=1 RXEVM_BENCH_COMMIT=$$(git rev-parse --short=12 HEAD)$$(git diff --quiet HEAD -- . ':!*.md' || echo -dirty) \
+	$(if $(BENCHICOUNT),RXEVM_ICOUNT=$(BENCHICOUNT) RXEVM_CPUS=1 RXEVM_BENCH_PERFTEST_FLAGS=-e)
+SPLICE   = $(GO) run ./integration/internal/benchmd/splice
+
+## bench-server: Go server vs perftest ib_send_bw server at 64 B..9000 B, in one boot; the table goes into tools/rocev2-server/README.md
 bench-server: setup
-	RXEVM_BENCH=1 $(MAKE) itest RUN='TestRoCEv2ReceiverBench' ITIMEOUT=30m
+	{ $(BENCHENV) $(MAKE) itest RUN='TestRoCEv2ReceiverBench' ITIMEOUT=30m 2>&1; echo "bench-exit $$?"; } | $(SPLICE) tools/rocev2-server/README.md
 
 ## fuzz: run every fuzz target for FUZZTIME each (their seeds run in make unit anyway)
 FUZZTIME ?= 30s
@@ -142,16 +169,17 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-## bench-perftest: the Go perftest against Debian's, every test at 64 B / 4 KiB / 64 KiB, 5 interleaved rounds, PERFTEST-RATIO lines
+## bench-perftest: the Go perftest against Debian's, every test at 64 B / 4 KiB / 64 KiB, 5 interleaved rounds, PERFTEST-RATIO lines; the table goes into tools/perftest/README.md
 bench-perftest: setup
-	RXEVM_BENCH=1 $(MAKE) itest RUN='TestPerftestBench' ITIMEOUT=60m
+	{ $(BENCHENV) $(MAKE) itest RUN='TestPerftestBench' ITIMEOUT=60m 2>&1; echo "bench-exit $$?"; } | $(SPLICE) tools/perftest/README.md
 
-## bench-vm: Go and C side by side in one VM boot (rc-pingpong, the server, perftest)
+## bench-vm: Go and C side by side in one VM boot (rc-pingpong, the server, perftest); the tables go into the tools' READMEs
 bench-vm: setup
-	RXEVM_BENCH=1 $(MAKE) itest RUN='Bench|SideBySide' ITIMEOUT=90m
+	{ $(BENCHENV) $(MAKE) itest RUN='Bench|SideBySide' ITIMEOUT=90m 2>&1; echo "bench-exit $$?"; } | \
+		$(SPLICE) tools/rc-pingpong/README.md tools/rocev2-server/README.md tools/perftest/README.md
 
 ## test-host: the integration tests on this machine, when it has rdma_rxe itself (no VM)
 test-host:
 	$(GO) run ./tools/rxevm host-setup
-	$(GO) test -tags integration -count=1 -p 1 -run '$(RUN)' -v ./integration/; rc=$$?; \
+	$(GO) test -tags integration -count=1 -p 1 -run '$(value RUN)' -v ./integration/; rc=$$?; \
 		$(GO) run ./tools/rxevm host-teardown; exit $$rc

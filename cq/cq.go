@@ -28,9 +28,9 @@ type CQ struct {
 	closed atomic.Bool
 }
 
-// New creates a completion queue of at least cqe entries on ctx's device.
+// New creates a completion queue of at least cqe entries on devctx's device.
 // With a channel, events for it arrive there after ReqNotify.
-func New(ctx *uverbs.Context, cqe int, ch *Channel) (*CQ, error) {
+func New(devctx *uverbs.Context, cqe int, ch *Channel) (*CQ, error) {
 	c := &CQ{ch: ch}
 	attr := uverbs.CQAttr{CQE: cqe, Owner: c}
 	var h uint64
@@ -42,7 +42,7 @@ func New(ctx *uverbs.Context, cqe int, ch *Channel) (*CQ, error) {
 		attr.Channel = ch.cc
 		attr.UserHandle = h
 	}
-	core, err := rxe.CreateCQ(ctx, attr)
+	core, err := rxe.CreateCQ(devctx, attr)
 	if err != nil {
 		if ch != nil {
 			ch.remove(h)
@@ -119,4 +119,20 @@ func (c *CQ) Close() error {
 		c.ch.remove(c.handle)
 	}
 	return nil
+}
+
+// Resize changes the CQ to hold at least cqe completions (ibv_resize_cq);
+// CQE reports the number granted afterwards. Completions already in the
+// queue stay there, in order: none is lost or seen twice, and Poll calls
+// from other goroutines wait while the ring is swapped. rdma_rxe refuses
+// (EINVAL) a size below the number of completions pending; poll first to
+// shrink a busy CQ.
+func (c *CQ) Resize(cqe int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	_, err := c.core.Resize(cqe)
+	return err
 }

@@ -5,27 +5,10 @@
 //
 // # The RC path
 //
-// Where a CQ sits on the way from a device to a completion (errors elided;
-// package qp's example runs both sides of a connection):
-//
-//	dev, _ := uverbs.DeviceByName("rxe0")
-//	ctx, _ := uverbs.Open(dev)                // defer ctx.Close(): it closes the rest too
-//	port, _ := ctx.QueryPort(1)
-//	sgid, _ := ctx.FindGID(1, netip.MustParseAddr("10.99.0.1")) // this side's RoCE v2 GID
-//	pd, _ := ctx.AllocPD()
-//	buf, _ := uverbs.NewBuffer(4096, uverbs.BufferOptions{})
-//	mr, _ := pd.RegisterMR(buf, uverbs.AccessLocalWrite)
-//	c, _ := cq.New(ctx, 64, nil)
-//	q, _ := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c})
-//	me := qp.Peer{QPN: q.Num(), PSN: 1, GID: sgid.GID} // send me.MarshalText() to the peer,
-//	var peer qp.Peer                                   // and peer.UnmarshalText what it sends
-//	q.Connect(peer, qp.ConnectOptions{SGID: sgid, PathMTU: port.ActiveMTU, SendPSN: me.PSN})
-//	rx, _ := mr.SGE(0, 2048)
-//	tx, _ := mr.SGE(2048, 64) // 64 bytes from buf.Bytes()[2048:]
-//	q.PostRecv([]qp.RecvWR{{ID: 1, SGEs: []uverbs.SGE{rx}}}) // receives before the peer sends
-//	q.PostSend([]qp.SendWR{{ID: 2, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []uverbs.SGE{tx}}})
-//	wc := make([]cq.WC, 8)
-//	n, _ := c.Poll(wc) // poll until both are in: wc[i].WRID, .Status (cq.Success), .Opcode
+// A CQ is made on a device context ([New]), given to qp.New as the send
+// and receive CQ of queue pairs, and polled for the completions of the work
+// requests posted on them. Package qp's example runs the RC path from the
+// device to the completions, in rxevm's VM, its output checked.
 //
 // Every work request that completes, successfully or not, yields one [WC]:
 // its WRID is the request's ID, Status is [Success] or why it failed, Opcode
@@ -36,11 +19,11 @@
 //
 // The usual event loop:
 //
-//	ch, _ := cq.NewChannel(ctx)
-//	c, _ := cq.New(ctx, 256, ch)
+//	ch, _ := cq.NewChannel(devctx)
+//	c, _ := cq.New(devctx, 256, ch)
 //	c.ReqNotify(false)
 //	for {
-//		ev, err := ch.GetEvent(goctx) // blocks; honours goctx cancellation
+//		ev, err := ch.GetEvent(ctx) // blocks; honours ctx's cancellation
 //		...
 //		ev.Ack(1)
 //		ev.ReqNotify(false) // re-arm first, then drain: no completion is missed

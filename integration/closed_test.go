@@ -288,7 +288,9 @@ func TestClosedHandleReuse(t *testing.T) {
 
 // Context.Close wakes every goroutine blocked on the Context's fds — in
 // cq.Channel.GetEvent, with and without a cancellable context, and in
-// WaitAsyncEvent — with ErrClosed, within 100 ms.
+// WaitAsyncEvent — with ErrClosed, promptly: within 2 s, far below any
+// timeout of their own (a waiter Close forgot would sit until the 10 s
+// limit below), and loose enough for a loaded TCG guest.
 func TestContextCloseWakesWaiters(t *testing.T) {
 	ctx := uvOpen(t, devices(t, 1)[0])
 	ch, err := cq.NewChannel(ctx)
@@ -339,7 +341,7 @@ func TestContextCloseWakesWaiters(t *testing.T) {
 			if !errors.Is(r.err, uverbs.ErrClosed) {
 				t.Errorf("%s after Context.Close = %v, want ErrClosed", r.who, r.err)
 			}
-			if d := r.at.Sub(start); d > 100*time.Millisecond {
+			if d := r.at.Sub(start); d > 2*time.Second {
 				t.Errorf("%s returned %v after Context.Close began", r.who, d)
 			}
 		case <-time.After(10 * time.Second):

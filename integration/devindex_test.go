@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pureverbs/pureverbs/rxe/rxelink"
 	"github.com/pureverbs/pureverbs/uverbs"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
@@ -45,7 +46,7 @@ func devIndices(t *testing.T) map[string]uint32 {
 	return idx
 }
 
-// Device.KernelIndex (ibv_get_device_index) agrees with the kernel's own
+// rxelink.DeviceIndex (ibv_get_device_index) agrees with the kernel's own
 // device dump for every device, and the devices' indices differ.
 func TestDeviceKernelIndex(t *testing.T) {
 	want := devIndices(t)
@@ -55,13 +56,13 @@ func TestDeviceKernelIndex(t *testing.T) {
 	}
 	seen := make(map[uint32]string)
 	for _, d := range devs {
-		got, err := d.KernelIndex()
+		got, err := rxelink.DeviceIndex(d.Name)
 		if err != nil {
 			t.Fatalf("%s: %v", d.Name, err)
 		}
 		w, ok := want[d.Name]
 		if !ok || got != w {
-			t.Errorf("%s: KernelIndex %d, the kernel's dump says %d (listed: %v)", d.Name, got, w, ok)
+			t.Errorf("%s: DeviceIndex %d, the kernel's dump says %d (listed: %v)", d.Name, got, w, ok)
 		}
 		if other, dup := seen[got]; dup {
 			t.Errorf("%s and %s share index %d", d.Name, other, got)

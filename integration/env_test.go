@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pureverbs/pureverbs/integration/vm"
 	"github.com/pureverbs/pureverbs/rxe/rxelink"
+	"github.com/pureverbs/pureverbs/tools/rxevm/topology"
+	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -55,7 +56,7 @@ func gidIndex(t testing.TB, dev string) int {
 		t.Fatal(err)
 	}
 	for _, g := range gids {
-		if g.Type == rxelink.RoCEv2 && g.Addr.Is4() {
+		if g.Type == uverbs.GIDTypeRoCEv2 && g.GID.Addr().Unmap().Is4() {
 			return g.Index
 		}
 	}
@@ -150,14 +151,14 @@ func (p *peer) wait(t testing.TB) string {
 	return out
 }
 
-// waitListening waits until srv listens on TCP port (vm.Listening, so that
+// waitListening waits until srv listens on TCP port (topology.Listening, so that
 // no probe connection is made: the pingpong servers would take it for their
 // client), or fails if srv exits first.
 func waitListening(t testing.TB, srv *peer, port int, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
-		ok, err := vm.Listening(port)
+		ok, err := topology.Listening(port)
 		if err != nil {
 			t.Fatal(err)
 		}

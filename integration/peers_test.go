@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pureverbs/pureverbs/integration/topology"
+	"github.com/pureverbs/pureverbs/tools/rxevm/topology"
 )
 
 // rdma-core's own tools must work in the image before they can judge ours.

@@ -57,6 +57,10 @@ func benchPerftestRun(t *testing.T, r perftestBenchRow, goEnd, goIsServer bool, 
 	if !strings.HasPrefix(r.tool, "ib_atomic") {
 		args = append(args, "-s", strconv.Itoa(r.size))
 	}
+	// RXEVM_BENCH_PERFTEST_FLAGS adds flags to both ends of every pair:
+	// "-e" (completion events) for the one-vCPU icount mode, where a
+	// polling end starves rxe's kernel work until the next timer tick.
+	args = append(args, strings.Fields(os.Getenv("RXEVM_BENCH_PERFTEST_FLAGS"))...)
 	srv := perftestEnd{goTool: goEnd && goIsServer}
 	cli := perftestEnd{goTool: goEnd && !goIsServer}
 	if goIsServer {
@@ -109,6 +113,9 @@ func TestPerftestBench(t *testing.T) {
 	if os.Getenv("RXEVM_BENCH") != "1" {
 		t.Skip("benchmark: runs with RXEVM_BENCH=1 (make bench-perftest)")
 	}
+	if why := benchNoPolling(); why != "" && !slices.Contains(strings.Fields(os.Getenv("RXEVM_BENCH_PERFTEST_FLAGS")), "-e") {
+		t.Skip("perftest polls without RXEVM_BENCH_PERFTEST_FLAGS=-e: " + why)
+	}
 	rounds := benchRounds()
 	rows := perftestBenchRows()
 	// RXEVM_BENCH_GOENV="K=V ..." adds a third contender to every pair:
@@ -155,6 +162,11 @@ func TestPerftestBench(t *testing.T) {
 		} else {
 			t.Logf("Go perftest vs C perftest (TCG VM, one boot):\n%s", table)
 			fmt.Print(lines)
+			if len(rows) < len(perftestBenchRows()) {
+				t.Log("a subset of the rows (RXEVM_BENCHROWS): no Markdown table for the README")
+			} else if err := benchMarkdown("perftest", table); err != nil {
+				t.Error(err)
+			}
 		}
 	}
 }
@@ -163,7 +175,7 @@ func TestPerftestBench(t *testing.T) {
 // and as PERFTEST-RATIO lines.
 func perftestBenchTable(rows []perftestBenchRow, cells [][2]benchCell, rounds int, altEnv []string) (string, string) {
 	var table, lines strings.Builder
-	fmt.Fprintf(&table, "| test | Go end | size | metric | Go (median of %d) | C (median) | Go/C | Go rounds | C rounds |\n|---|---|---|---|---|---|---|---|---|\n", rounds)
+	fmt.Fprintf(&table, "| test | Go end | size | metric | Go (median of %d) | C (median) | Go/C [95 %% interval] | Go rounds | C rounds |\n|---|---|---|---|---|---|---|---|---|\n", rounds)
 	for i, r := range rows {
 		for side, role := range []string{"client", "server"} {
 			c := cells[i][side]
@@ -172,17 +184,17 @@ func perftestBenchTable(rows []perftestBenchRow, cells [][2]benchCell, rounds in
 			if r.lat {
 				metric, unit = "lat", "usec"
 			}
-			fmt.Fprintf(&table, "| %s | %s | %d | %s %s | %.2f | %.2f | %.2f | %v | %v |\n", r.tool, role, r.size, metric, unit, g, cm, g/cm, c.goV, c.cV)
-			fmt.Fprint(&lines, perftestRatioLine(r.tool, r.size, metric, g, cm, role))
+			fmt.Fprintf(&table, "| %s | %s | %d | %s %s | %.2f | %.2f | %s | %v | %v |\n", r.tool, role, r.size, metric, unit, g, cm, benchRatio(c.goV, c.cV), c.goV, c.cV)
+			fmt.Fprint(&lines, perftestRatioLine(r.tool, r.size, metric, g, cm, role, benchRatioFields(c.goV, c.cV)))
 		}
 	}
 	if altEnv != nil {
-		fmt.Fprintf(&table, "\nGo with %s, same rounds:\n| test | Go end | size | Go+env (median) | C (median) | Go+env/C | Go+env/Go | Go+env rounds |\n|---|---|---|---|---|---|---|---|\n", strings.Join(altEnv, " "))
+		fmt.Fprintf(&table, "\nGo with %s, same rounds:\n| test | Go end | size | Go+env (median) | C (median) | Go+env/C [95 %% interval] | Go+env/Go [95 %% interval] | Go+env rounds |\n|---|---|---|---|---|---|---|---|\n", strings.Join(altEnv, " "))
 		for i, r := range rows {
 			for side, role := range []string{"client", "server"} {
 				c := cells[i][side]
-				a, g, cm := medianFinite(c.altV), medianFinite(c.goV), medianFinite(c.cV)
-				fmt.Fprintf(&table, "| %s | %s | %d | %.2f | %.2f | %.2f | %.2f | %v |\n", r.tool, role, r.size, a, cm, a/cm, a/g, c.altV)
+				a, cm := medianFinite(c.altV), medianFinite(c.cV)
+				fmt.Fprintf(&table, "| %s | %s | %d | %.2f | %.2f | %s | %s | %v |\n", r.tool, role, r.size, a, cm, benchRatio(c.altV, c.cV), benchRatio(c.altV, c.goV), c.altV)
 			}
 		}
 	}
@@ -191,9 +203,10 @@ func perftestBenchTable(rows []perftestBenchRow, cells [][2]benchCell, rounds in
 
 // perftestRatioLine is one PERFTEST-RATIO line: the issue's exact form,
 // test=<name> the bare test name, then the end Go played (client or
-// server) as an extra field after ratio=.
-func perftestRatioLine(tool string, size int, metric string, goV, cV float64, end string) string {
-	return fmt.Sprintf("PERFTEST-RATIO test=%s size=%d metric=%s go=%.2f c=%.2f ratio=%.3f end=%s\n", tool, size, metric, goV, cV, goV/cV, end)
+// server) and the ratio's 95 % interval (benchRatioFields) as extra
+// fields after ratio=.
+func perftestRatioLine(tool string, size int, metric string, goV, cV float64, end, interval string) string {
+	return fmt.Sprintf("PERFTEST-RATIO test=%s size=%d metric=%s go=%.2f c=%.2f ratio=%.3f end=%s %s\n", tool, size, metric, goV, cV, goV/cV, end, interval)
 }
 
 // benchCell holds one row's figures, Go's and C's (and Go's with
@@ -256,14 +269,14 @@ func medianFinite(xs []float64) float64 {
 // being the bare test name for both ends Go plays (seen failing with the
 // server rows' old test=<name>:server).
 func TestPerftestRatioLine(t *testing.T) {
-	form := regexp.MustCompile(`^PERFTEST-RATIO test=(ib_(?:send|write|read|atomic)_(?:bw|lat)) size=(\d+) metric=(bw|lat) go=([\d.]+) c=([\d.]+) ratio=([\d.]+)(?: end=(client|server))?\n$`)
+	form := regexp.MustCompile(`^PERFTEST-RATIO test=(ib_(?:send|write|read|atomic)_(?:bw|lat)) size=(\d+) metric=(bw|lat) go=([\d.]+) c=([\d.]+) ratio=([\d.]+)(?: end=(client|server))? lo=([\d.]+|NaN) hi=([\d.]+|NaN)\n$`)
 	for _, end := range []string{"client", "server"} {
-		l := perftestRatioLine("ib_send_bw", 4096, "bw", 812.5, 800, end)
+		l := perftestRatioLine("ib_send_bw", 4096, "bw", 812.5, 800, end, benchRatioFields([]float64{812.5, 812.5}, []float64{800, 800}))
 		m := form.FindStringSubmatch(l)
 		if m == nil {
 			t.Fatalf("%q does not parse", l)
 		}
-		if m[1] != "ib_send_bw" || m[2] != "4096" || m[3] != "bw" || m[6] != "1.016" || m[7] != end {
+		if m[1] != "ib_send_bw" || m[2] != "4096" || m[3] != "bw" || m[6] != "1.016" || m[7] != end || m[8] != "1.016" || m[9] != "1.016" {
 			t.Fatalf("%q parsed as %q", l, m[1:])
 		}
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/qp/rdmacm"
-	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -178,7 +177,7 @@ func TestCMPeerKilled(t *testing.T) {
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer wcancel()
 	ev, err := c.WaitEvent(wctx)
-	if err != nil || ev.Type != uverbs.CMEventDisconnected {
+	if err != nil || ev.Type != rdmacm.EventDisconnected {
 		t.Fatalf("after the peer's SIGKILL: %v, %v; want DISCONNECTED", ev.Type, err)
 	}
 	if flushed := countFlushed(t, c.CQ(), 4); flushed != 4 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/qp/rdmacm"
+	"github.com/pureverbs/pureverbs/qp/rdmacm/ucma"
 	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -20,33 +21,33 @@ import (
 // QP that does not exist (qpn) and never answers the REP with an RTU: it
 // resolves dst from rxe1's address and connects; the caller reads the
 // CONNECT_RESPONSE, or not.
-func rawConnect(t *testing.T, ctx context.Context, ch *uverbs.CMChannel, uid uint64, dst netip.AddrPort, qpn uint32) uint32 {
+func rawConnect(t *testing.T, ctx context.Context, ch *ucma.Channel, uid uint64, dst netip.AddrPort, qpn uint32) uint32 {
 	t.Helper()
-	id, err := ch.CreateID(uid, uverbs.PortSpaceTCP, uverbs.QPTypeRC)
+	id, err := ch.CreateID(uid, ucma.PortSpaceTCP, uverbs.QPTypeRC)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ch.ResolveAddr(id, netip.AddrPortFrom(cmAddr1, 0), dst, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if ev, err := ch.WaitEvent(ctx); err != nil || ev.Type != uverbs.CMEventAddrResolved {
+	if ev, err := ch.WaitEvent(ctx); err != nil || ev.Type != ucma.EventAddrResolved {
 		t.Fatalf("resolve address: %v, %v", ev.Type, err)
 	}
 	if err := ch.ResolveRoute(id, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if ev, err := ch.WaitEvent(ctx); err != nil || ev.Type != uverbs.CMEventRouteResolved {
+	if ev, err := ch.WaitEvent(ctx); err != nil || ev.Type != ucma.EventRouteResolved {
 		t.Fatalf("resolve route: %v, %v", ev.Type, err)
 	}
-	p := uverbs.ConnParam{QPNum: qpn, ResponderResources: 1, InitiatorDepth: 1, RetryCount: 6, RNRRetryCount: 7}
-	if err := ch.Connect(id, p, uverbs.ECE{}); err != nil {
+	p := ucma.ConnParam{QPNum: qpn, ResponderResources: 1, InitiatorDepth: 1, RetryCount: 6, RNRRetryCount: 7}
+	if err := ch.Connect(id, p, ucma.ECE{}); err != nil {
 		t.Fatal(err)
 	}
 	return id
 }
 
 // awaitRaw waits up to limit for an event of type want on ch.
-func awaitRaw(t *testing.T, ctx context.Context, ch *uverbs.CMChannel, want uverbs.CMEventType, limit time.Duration) uverbs.CMEvent {
+func awaitRaw(t *testing.T, ctx context.Context, ch *ucma.Channel, want ucma.EventType, limit time.Duration) ucma.Event {
 	t.Helper()
 	wctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -67,12 +68,12 @@ func TestUCMANotify(t *testing.T) {
 	devices(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	lch, err := uverbs.OpenCMChannel()
+	lch, err := ucma.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lch.Close()
-	lid, err := lch.CreateID(1, uverbs.PortSpaceTCP, uverbs.QPTypeRC)
+	lid, err := lch.CreateID(1, ucma.PortSpaceTCP, uverbs.QPTypeRC)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,21 +84,21 @@ func TestUCMANotify(t *testing.T) {
 	if err := lch.Listen(lid, 4); err != nil {
 		t.Fatal(err)
 	}
-	ach, err := uverbs.OpenCMChannel()
+	ach, err := ucma.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ach.Close()
 	rawConnect(t, ctx, ach, 2, addr, 0x4242)
 
-	req := awaitRaw(t, ctx, lch, uverbs.CMEventConnectRequest, 20*time.Second)
+	req := awaitRaw(t, ctx, lch, ucma.EventConnectRequest, 20*time.Second)
 	if p := req.ConnParam(); p.QPNum != 0x4242 {
 		t.Errorf("the request carries QPN %#x, want 0x4242", p.QPNum)
 	}
-	if err := lch.Accept(req.ID, 3, &uverbs.ConnParam{QPNum: 0x5151, ResponderResources: 1, InitiatorDepth: 1, RetryCount: 6, RNRRetryCount: 7}, uverbs.ECE{}); err != nil {
+	if err := lch.Accept(req.ID, 3, &ucma.ConnParam{QPNum: 0x5151, ResponderResources: 1, InitiatorDepth: 1, RetryCount: 6, RNRRetryCount: 7}, ucma.ECE{}); err != nil {
 		t.Fatal(err)
 	}
-	if ev := awaitRaw(t, ctx, ach, uverbs.CMEventConnectResponse, 20*time.Second); ev.ConnParam().QPNum != 0x5151 {
+	if ev := awaitRaw(t, ctx, ach, ucma.EventConnectResponse, 20*time.Second); ev.ConnParam().QPNum != 0x5151 {
 		t.Errorf("the REP carries QPN %#x, want 0x5151", ev.ConnParam().QPNum)
 	}
 
@@ -130,7 +131,7 @@ func TestUCMANotify(t *testing.T) {
 		t.Fatal("the channel's fd is not readable 10 s after notify COMM_EST")
 	}
 	ev, err := lch.ReadEvent()
-	if err != nil || ev.Type != uverbs.CMEventEstablished || ev.UID != 3 {
+	if err != nil || ev.Type != ucma.EventEstablished || ev.UID != 3 {
 		t.Fatalf("after notify COMM_EST: %v (uid %d), %v; want ESTABLISHED of uid 3", ev.Type, ev.UID, err)
 	}
 	lch.Close()
@@ -157,7 +158,7 @@ func TestCMAcceptDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	ach, err := uverbs.OpenCMChannel()
+	ach, err := ucma.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,8 +185,8 @@ func TestCMAcceptDeadline(t *testing.T) {
 		t.Errorf("when Accept returned the process held fds %v and mappings %v; before the request %v and %v", fds, maps, beforeFDs, beforeMaps)
 	}
 	// The REP went out (Accept was waiting for the RTU), then the REJ.
-	awaitRaw(t, ctx, ach, uverbs.CMEventConnectResponse, 10*time.Second)
-	ev := awaitRaw(t, ctx, ach, uverbs.CMEventRejected, 5*time.Second)
+	awaitRaw(t, ctx, ach, ucma.EventConnectResponse, 10*time.Second)
+	ev := awaitRaw(t, ctx, ach, ucma.EventRejected, 5*time.Second)
 	if ev.Status != rdmacm.RejectConsumer {
 		t.Errorf("REJ reason %d, want %d", ev.Status, rdmacm.RejectConsumer)
 	}
@@ -194,6 +195,60 @@ func TestCMAcceptDeadline(t *testing.T) {
 		t.Errorf("listener Close: %v", err)
 	}
 	t.Logf("Accept returned after %v; the listener's Close took %v", took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+}
+
+// Listener.Close ends an Accept already past its request: the REP is out
+// and Accept waits for the RTU (which this requester never sends) when
+// the listener closes. Accept returns ErrClosed at once, not after the
+// context's hour or the REP's retries, and the requester gets the REJ.
+func TestCMListenerCloseEndsAccept(t *testing.T) {
+	devices(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	l, err := rdmacm.Listen(ctx, "10.99.0.1:7686", rdmacm.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ach, err := ucma.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ach.Close()
+	rawConnect(t, ctx, ach, 1, netip.MustParseAddrPort("10.99.0.1:7686"), 0x4344)
+	r, err := l.Request(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan error, 1)
+	go func() {
+		long, stop := context.WithTimeout(ctx, time.Hour)
+		defer stop()
+		c, err := r.Accept(long, rdmacm.Options{})
+		if err == nil {
+			c.Close()
+		}
+		accepted <- err
+	}()
+	// The REP arriving says Accept is past the request, waiting for the RTU.
+	awaitRaw(t, ctx, ach, ucma.EventConnectResponse, 10*time.Second)
+	start := time.Now()
+	if err := l.Close(); err != nil {
+		t.Errorf("listener Close: %v", err)
+	}
+	select {
+	case err := <-accepted:
+		if !errors.Is(err, rdmacm.ErrClosed) {
+			t.Errorf("Accept after the listener's Close: %v, want ErrClosed", err)
+		}
+		t.Logf("Accept returned %v after the listener's Close: %v", time.Since(start).Round(time.Millisecond), err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Accept still waiting for ESTABLISHED 5 s after the listener's Close")
+	}
+	ev := awaitRaw(t, ctx, ach, ucma.EventRejected, 5*time.Second)
+	if ev.Status != rdmacm.RejectConsumer {
+		t.Errorf("REJ reason %d, want %d", ev.Status, rdmacm.RejectConsumer)
+	}
 }
 
 // DialUD's wait for the SIDR reply ends with the context: a UD listener

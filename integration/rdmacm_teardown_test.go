@@ -12,6 +12,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/qp/rdmacm"
+	"github.com/pureverbs/pureverbs/qp/rdmacm/ucma"
 	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -188,7 +189,7 @@ func TestCMTeardownAfterFailedConnect(t *testing.T) {
 		t.Fatal("DialUD succeeded against a listener that rejects")
 	}
 	var ee *rdmacm.EventError
-	if !errors.As(err, &ee) || ee.Event != uverbs.CMEventUnreachable || errors.Is(err, unix.EBUSY) {
+	if !errors.As(err, &ee) || ee.Event != rdmacm.EventUnreachable || errors.Is(err, unix.EBUSY) {
 		t.Errorf("rejected DialUD: %v; want an UNREACHABLE EventError, no EBUSY", err)
 	}
 	checkFailed("rejected DialUD", &udDialer)
@@ -196,7 +197,7 @@ func TestCMTeardownAfterFailedConnect(t *testing.T) {
 	// Accept, its REP out, ended by its deadline: a raw requester on rxe1
 	// never sends the RTU. rxe1's count includes the requester's id until
 	// its channel closes.
-	ach, err := uverbs.OpenCMChannel()
+	ach, err := ucma.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,7 @@ func TestCMTeardownAfterFailedConnect(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, unix.EBUSY) {
 		t.Errorf("Accept without RTU: %v; want the deadline alone", err)
 	}
-	awaitRaw(t, ctx, ach, uverbs.CMEventConnectResponse, 10*time.Second)
+	awaitRaw(t, ctx, ach, ucma.EventConnectResponse, 10*time.Second)
 	if got := rdmaResources(t, "rxe0"); !maps.Equal(got, base0) {
 		t.Errorf("rxe0 when Accept returned: %v, want the baseline %v", got, base0)
 	}

@@ -231,7 +231,7 @@ func TestCMGoToGo(t *testing.T) {
 		t.Errorf("client close: %v", err)
 	}
 	ev, err := s.c.WaitEvent(ctx)
-	if err != nil || ev.Type != uverbs.CMEventDisconnected {
+	if err != nil || ev.Type != rdmacm.EventDisconnected {
 		t.Fatalf("server event %v, %v; want DISCONNECTED", ev.Type, err)
 	}
 	// The survivor's QP is flushed: its outstanding receives complete.
@@ -290,7 +290,7 @@ func ucmatoseClientGo(t *testing.T, ctx context.Context, addr string, n, count, 
 	}
 	for i, c := range conns {
 		ev, err := c.WaitEvent(ctx)
-		if err != nil || ev.Type != uverbs.CMEventDisconnected {
+		if err != nil || ev.Type != rdmacm.EventDisconnected {
 			t.Fatalf("connection %d: event %v, %v; want DISCONNECTED", i, ev.Type, err)
 		}
 	}
@@ -400,7 +400,7 @@ func TestCMPerConnectionEvents(t *testing.T) {
 	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer wcancel()
 	ev, err := b.WaitEvent(wctx)
-	if err != nil || ev.Type != uverbs.CMEventDisconnected {
+	if err != nil || ev.Type != rdmacm.EventDisconnected {
 		t.Fatalf("B: %v, %v; want its DISCONNECTED", ev.Type, err)
 	}
 	start := time.Now()

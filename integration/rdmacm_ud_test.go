@@ -135,7 +135,7 @@ func TestCMRdmaServerClient(t *testing.T) {
 	// DREP: WaitEvent sees the DISCONNECTED and answers it.
 	disconnected := func(t *testing.T, ctx context.Context, c *rdmacm.Conn) {
 		ev, err := c.WaitEvent(ctx)
-		if err != nil || ev.Type != uverbs.CMEventDisconnected {
+		if err != nil || ev.Type != rdmacm.EventDisconnected {
 			t.Fatalf("event %v, %v; want DISCONNECTED", ev.Type, err)
 		}
 	}

@@ -113,6 +113,9 @@ func TestRoCEv2ReceiverBench(t *testing.T) {
 	if os.Getenv("RXEVM_BENCH") != "1" {
 		t.Skip("benchmark: runs with RXEVM_BENCH=1 (make bench-server)")
 	}
+	if why := benchNoPolling(); why != "" {
+		t.Skip("ib_send_bw's server polls: " + why)
+	}
 	rounds := benchRounds()
 	sizes := []struct{ size, n int }{{64, 40000}, {1024, 30000}, {4096, 12000}, {9000, 6000}}
 	goRuns := make([][]receiverRun, len(sizes))
@@ -156,16 +159,20 @@ func TestRoCEv2ReceiverBench(t *testing.T) {
 	}
 	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 	var table, ratios strings.Builder
-	fmt.Fprintf(&table, "| size | Go frames/s (median of %d) | Go MB/s | Go CPU/frame | ib_send_bw frames/s | ib_send_bw MB/s | ib_send_bw CPU/frame | Go/C |\n|---|---|---|---|---|---|---|---|\n", rounds)
+	fmt.Fprintf(&table, "| size | Go frames/s (median of %d) | Go MB/s | Go CPU/frame | ib_send_bw frames/s | ib_send_bw MB/s | ib_send_bw CPU/frame | Go/C [95 %% interval] |\n|---|---|---|---|---|---|---|---|\n", rounds)
 	for i, s := range sizes {
 		g, c := medianRun(goRuns[i]), medianRun(cRuns[i])
-		fmt.Fprintf(&table, "| %d B | %.0f | %.2f | %.1f µs | %.0f | %.2f | %.1f µs | %.2f |\n", s.size,
-			g.frames, g.mbs, us(g.cpuFrame), c.frames, c.mbs, us(c.cpuFrame), g.frames/c.frames)
-		fmt.Fprintf(&ratios, "SERVER-RATIO size=%d go=%.0f c=%.0f ratio=%.3f\n", s.size, g.frames, c.frames, g.frames/c.frames)
+		gf, cf := frameRates(goRuns[i]), frameRates(cRuns[i])
+		fmt.Fprintf(&table, "| %d B | %.0f | %.2f | %.1f µs | %.0f | %.2f | %.1f µs | %s |\n", s.size,
+			g.frames, g.mbs, us(g.cpuFrame), c.frames, c.mbs, us(c.cpuFrame), benchRatio(gf, cf))
+		fmt.Fprintf(&ratios, "SERVER-RATIO size=%d go=%.0f c=%.0f ratio=%.3f %s\n", s.size, g.frames, c.frames, g.frames/c.frames, benchRatioFields(gf, cf))
 		t.Logf("%d B rounds: Go %v, C %v frames/s", s.size, framesOf(goRuns[i]), framesOf(cRuns[i]))
 	}
-	t.Logf("receivers side by side (TCG VM, frames per run: 40000, 30000, 12000, 6000):\n%s", table.String())
+	t.Logf("receivers side by side (%s; frames per run: 40000, 30000, 12000, 6000):\n%s", benchMode(), table.String())
 	fmt.Print(ratios.String())
+	if err := benchMarkdown("server", table.String()); err != nil {
+		t.Error(err)
+	}
 }
 
 // medianRun is the run with the median frame rate (the upper middle one
@@ -183,6 +190,15 @@ func medianRun(runs []receiverRun) receiverRun {
 	}
 	slices.SortFunc(s, func(a, b receiverRun) int { return cmp.Compare(a.frames, b.frames) })
 	return s[len(s)/2]
+}
+
+// frameRates is every run's frame rate, NaN for a run that failed.
+func frameRates(runs []receiverRun) []float64 {
+	f := make([]float64, len(runs))
+	for i, r := range runs {
+		f[i] = r.frames
+	}
+	return f
 }
 
 func framesOf(runs []receiverRun) []int {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pureverbs/pureverbs/qp/rdmacm/ucma"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -20,18 +21,18 @@ func TestUCMARaw(t *testing.T) {
 	devices(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ch, err := uverbs.OpenCMChannel()
+	ch, err := ucma.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ch.Close()
-	ch2, err := uverbs.OpenCMChannel()
+	ch2, err := ucma.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ch2.Close()
 
-	id, err := ch.CreateID(1, uverbs.PortSpaceTCP, uverbs.QPTypeRC)
+	id, err := ch.CreateID(1, ucma.PortSpaceTCP, uverbs.QPTypeRC)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func TestUCMARaw(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev, err := ch2.WaitEvent(ctx)
-	if err != nil || ev.Type != uverbs.CMEventAddrResolved || ev.UID != 1 || ev.ID != id {
+	if err != nil || ev.Type != ucma.EventAddrResolved || ev.UID != 1 || ev.ID != id {
 		t.Fatalf("after the migration: %+v, %v; want ADDR_RESOLVED of uid 1 on the new channel", ev, err)
 	}
 	if ev, err := ch.ReadEvent(); err == nil {
@@ -57,7 +58,7 @@ func TestUCMARaw(t *testing.T) {
 	if err := ch2.ResolveRoute(id, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if ev, err = ch2.WaitEvent(ctx); err != nil || ev.Type != uverbs.CMEventRouteResolved {
+	if ev, err = ch2.WaitEvent(ctx); err != nil || ev.Type != ucma.EventRouteResolved {
 		t.Fatalf("route: %v, %v", ev.Type, err)
 	}
 	a, err := ch2.QueryAddr(id)
@@ -86,7 +87,7 @@ func TestUCMARaw(t *testing.T) {
 		t.Errorf("destroy: %d events reported, %v; want 2 (route and address, counted on the id)", n, err)
 	}
 
-	ud, err := ch.CreateID(2, uverbs.PortSpaceUDP, uverbs.QPTypeUD)
+	ud, err := ch.CreateID(2, ucma.PortSpaceUDP, uverbs.QPTypeUD)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,12 +95,12 @@ func TestUCMARaw(t *testing.T) {
 		t.Fatal(err)
 	}
 	group := netip.MustParseAddrPort("239.1.2.3:0")
-	mc, err := ch.JoinMulticast(ud, 77, group, uverbs.MulticastFullMember)
+	mc, err := ch.JoinMulticast(ud, 77, group, ucma.MulticastFullMember)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ev, err = ch.WaitEvent(ctx)
-	if err != nil || ev.Type != uverbs.CMEventMulticastJoin || ev.UID != 77 {
+	if err != nil || ev.Type != ucma.EventMulticastJoin || ev.UID != 77 {
 		t.Fatalf("join: %+v, %v; want MULTICAST_JOIN for uid 77", ev, err)
 	}
 	p := ev.UDParam()
@@ -113,7 +114,7 @@ func TestUCMARaw(t *testing.T) {
 		t.Errorf("destroy: %v", err)
 	}
 	ch.Close()
-	if _, err := ch.CreateID(3, uverbs.PortSpaceTCP, uverbs.QPTypeRC); err == nil {
+	if _, err := ch.CreateID(3, ucma.PortSpaceTCP, uverbs.QPTypeRC); err == nil {
 		t.Error("a command on a closed channel succeeded")
 	}
 }

@@ -4,31 +4,13 @@
 //
 // # The RC path
 //
-// One side of a reliable connection, from the device to a completion
-// (errors elided; the package example runs both sides on one device):
-//
-//	dev, _ := uverbs.DeviceByName("rxe0")
-//	ctx, _ := uverbs.Open(dev)                // defer ctx.Close(): it closes the rest too
-//	port, _ := ctx.QueryPort(1)
-//	sgid, _ := ctx.FindGID(1, netip.MustParseAddr("10.99.0.1")) // this side's RoCE v2 GID
-//	pd, _ := ctx.AllocPD()
-//	buf, _ := uverbs.NewBuffer(4096, uverbs.BufferOptions{})
-//	mr, _ := pd.RegisterMR(buf, uverbs.AccessLocalWrite)
-//	c, _ := cq.New(ctx, 64, nil)
-//	q, _ := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c})
-//	me := qp.Peer{QPN: q.Num(), PSN: 1, GID: sgid.GID} // send me.MarshalText() to the peer,
-//	var peer qp.Peer                                   // and peer.UnmarshalText what it sends
-//	q.Connect(peer, qp.ConnectOptions{SGID: sgid, PathMTU: port.ActiveMTU, SendPSN: me.PSN})
-//	rx, _ := mr.SGE(0, 2048)
-//	tx, _ := mr.SGE(2048, 64) // 64 bytes from buf.Bytes()[2048:]
-//	q.PostRecv([]qp.RecvWR{{ID: 1, SGEs: []uverbs.SGE{rx}}}) // receives before the peer sends
-//	q.PostSend([]qp.SendWR{{ID: 2, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []uverbs.SGE{tx}}})
-//	wc := make([]cq.WC, 8)
-//	n, _ := c.Poll(wc) // poll until both are in: wc[i].WRID, .Status (cq.Success), .Opcode
-//
-// The Context comes from package uverbs, with the protection domain, the
-// registered memory ([uverbs.MR.SGE] makes the SGEs) and the GIDs; the
-// completion queue from package cq.
+// A device context and protection domain (package uverbs), registered
+// memory ([uverbs.MR.SGE] makes the SGEs), a completion queue (package cq),
+// then [New], [QP.Connect] (RESET → INIT → RTR → RTS in one call, to the
+// peer's QP number, PSN and GID: a [Peer] record, traded out of band or by
+// package rdmacm), receives posted before the peer sends, sends posted, and
+// the completions polled from the CQ. The package example runs this whole
+// path between two QPs on one device, in rxevm's VM, its output checked.
 //
 // # Posting
 //

@@ -3,6 +3,7 @@ package qp
 import (
 	"errors"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/pureverbs/pureverbs/cq"
@@ -42,5 +43,28 @@ func TestOneSentinelPerCondition(t *testing.T) {
 	}
 	if !errors.Is(ErrQueueFull, unix.ENOMEM) || errors.Is(ErrQueueFull, ErrClosed) {
 		t.Error("ErrQueueFull must match ENOMEM only")
+	}
+}
+
+// A posting error names this package and still matches the rxe error it
+// stands for: PostSend, PostRecv and SRQ.PostRecv turn each rxe value into
+// qp's (ownError), and nothing else.
+func TestPostErrorsAreThisPackages(t *testing.T) {
+	for rxeErr, qpErr := range map[error]error{
+		rxe.ErrQueueFull: ErrQueueFull, rxe.ErrTooManySGEs: ErrTooManySGEs, rxe.ErrInlineTooLong: ErrInlineTooLong,
+		rxe.ErrInvalidWR: ErrInvalidWR, rxe.ErrAtomicAlign: ErrAtomicAlign, rxe.ErrAtomicSize: ErrAtomicSize,
+		rxe.ErrOpNotSupported: ErrOpNotSupported, rxe.ErrOpcodeTransport: ErrOpcodeTransport,
+		rxe.ErrMessageTooLong: ErrMessageTooLong, rxe.ErrSRQAttached: ErrSRQAttached,
+	} {
+		if got := ownError(rxeErr); got != qpErr {
+			t.Errorf("ownError(%v) = %v, want %v", rxeErr, got, qpErr)
+		}
+		if !errors.Is(qpErr, rxeErr) || !strings.HasPrefix(qpErr.Error(), "qp: ") {
+			t.Errorf("%q does not name qp or match %q", qpErr, rxeErr)
+		}
+	}
+	other := errors.New("other")
+	if ownError(nil) != nil || ownError(other) != other || ownError(ErrClosed) != ErrClosed {
+		t.Error("ownError changed an error that is not an rxe posting error")
 	}
 }

@@ -159,7 +159,7 @@ func (q *QP) PostSend(wrs []SendWR) error {
 	if q.State() < StateRTS {
 		return q.badState()
 	}
-	return q.core.PostSendFunc(len(wrs), func(i int, w *rxe.SendWR) { wrs[i].fill(w) })
+	return ownError(q.core.PostSendFunc(len(wrs), func(i int, w *rxe.SendWR) { wrs[i].fill(w) }))
 }
 
 // PostRecv posts receive work requests into the receive ring: a memory
@@ -173,7 +173,7 @@ func (q *QP) PostRecv(wrs []RecvWR) error {
 	if q.State() == StateReset {
 		return q.badState()
 	}
-	return q.core.PostRecvFunc(len(wrs), func(i int, w *rxe.RecvWR) { *w = rxe.RecvWR(wrs[i]) })
+	return ownError(q.core.PostRecvFunc(len(wrs), func(i int, w *rxe.RecvWR) { *w = rxe.RecvWR(wrs[i]) }))
 }
 
 // badState is ErrBadState, or ErrClosed for a QP that is closed (by Close
@@ -202,3 +202,7 @@ func (q *QP) Close() error {
 	err := q.core.Close()
 	return err
 }
+
+// Verbs returns the kernel-object layer's QP under q, for what this package
+// does not wrap. (An async event about q names q itself as its Object.)
+func (q *QP) Verbs() *uverbs.QP { return q.core.Verbs() }

@@ -55,7 +55,7 @@ func (s *SRQ) Verbs() *uverbs.SRQ { return s.core.Verbs() }
 // system call. It is all or nothing (ErrQueueFull, ErrTooManySGEs,
 // ErrInvalidWR) and allocates nothing.
 func (s *SRQ) PostRecv(wrs []RecvWR) error {
-	return s.core.PostRecvFunc(len(wrs), func(i int, w *rxe.RecvWR) { *w = rxe.RecvWR(wrs[i]) })
+	return ownError(s.core.PostRecvFunc(len(wrs), func(i int, w *rxe.RecvWR) { *w = rxe.RecvWR(wrs[i]) }))
 }
 
 // SetLimit arms the limit event (ibv_modify_srq with IBV_SRQ_LIMIT): once

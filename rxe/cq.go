@@ -18,6 +18,9 @@ type cqRing struct {
 	cons uint32
 	// scratch is the completion pollFunc decodes into, under mu.
 	scratch WC
+	// dev is the device (nil over a simulated ring): a poll that finds
+	// the ring empty returns its removal error.
+	dev *uverbs.Context
 }
 
 func newCQRing(r *ring.Ring) (*cqRing, error) {
@@ -56,6 +59,11 @@ func (c *cqRing) pollFunc(max int, put func(i int, w *WC)) (int, error) {
 		r.SetConsumer(c.cons)
 	}
 	c.mu.Unlock()
+	if n == 0 {
+		// Completions already there are delivered first; an empty poll
+		// of a removed device's CQ would otherwise spin for ever.
+		return 0, deviceErr(c.dev)
+	}
 	return n, nil
 }
 
@@ -79,16 +87,16 @@ type CQ struct {
 // rxe_create_cq_resp). If any step fails, the steps before it are undone.
 // A device whose kernel driver is not rdma_rxe is refused with
 // ErrNotSupported naming the driver.
-func CreateCQ(ctx *uverbs.Context, attr uverbs.CQAttr) (*CQ, error) {
-	if err := checkDriver("create_cq", ctx.Device()); err != nil {
+func CreateCQ(devctx *uverbs.Context, attr uverbs.CQAttr) (*CQ, error) {
+	if err := checkDriver("create_cq", devctx.Device()); err != nil {
 		return nil, err
 	}
 	var resp createCQResp
-	vcq, err := ctx.CreateCQ(attr, asBytes(&resp))
+	vcq, err := devctx.CreateCQ(attr, asBytes(&resp))
 	if err != nil {
 		return nil, err
 	}
-	c, err := mapCQ(ctx.Mmap, resp.mi)
+	c, err := mapCQ(devctx.Mmap, resp.mi)
 	if err != nil {
 		if derr := vcq.Close(); derr != nil {
 			err = errors.Join(err, derr)
@@ -96,6 +104,7 @@ func CreateCQ(ctx *uverbs.Context, attr uverbs.CQAttr) (*CQ, error) {
 		return nil, err
 	}
 	c.vcq = vcq
+	c.ring.dev = devctx
 	w := weak.Make(c)
 	if err := vcq.OnContextClose(func() error {
 		if c := w.Value(); c != nil {
@@ -133,7 +142,9 @@ func newCQFromRing(r *ring.Ring) (*CQ, error) {
 }
 
 // Poll copies up to len(wc) completions into wc and returns how many. It is
-// a memory operation only, and allocates nothing.
+// a memory operation only, and allocates nothing. A poll that finds no
+// completion once the device is found removed returns the
+// *uverbs.DeviceRemovedError.
 func (c *CQ) Poll(wc []WC) (int, error) {
 	n, err := c.ring.poll(wc)
 	runtime.KeepAlive(c) // its mapping's cleanup would unmap the ring under the poll

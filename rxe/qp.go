@@ -32,11 +32,17 @@ func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
 	if err := checkDriver("create_qp", pd.Context().Device()); err != nil {
 		return nil, err
 	}
+	// The 6.2+ opcodes are refused before posting where the device lacks
+	// them (on 6.1 rxe would fail the QP with LOC_QP_OP_ERR instead); a QP
+	// made without knowing would refuse them everywhere.
+	dev, err := pd.Context().QueryDevice()
+	if err != nil {
+		return nil, fmt.Errorf("rxe: create_qp: query the device's optional opcodes: %w", err)
+	}
 	var maxUD uint32
 	switch attr.Type {
 	case uverbs.QPTypeRC, uverbs.QPTypeUC:
 	case uverbs.QPTypeUD:
-		var err error
 		if maxUD, err = udMaxMessage(pd.Context()); err != nil {
 			return nil, err
 		}
@@ -55,12 +61,12 @@ func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
 		}
 		return nil, err
 	}
-	// The 6.2+ opcodes are refused before posting where the device lacks
-	// them (on 6.1 rxe would fail the QP with LOC_QP_OP_ERR instead).
-	if dev, err := pd.Context().QueryDevice(); err == nil {
-		q.sq.caps = opCapsFrom(dev.DeviceCapFlags)
-	}
+	q.sq.caps = opCapsFrom(dev.DeviceCapFlags)
 	q.sq.typ, q.sq.maxUD = attr.Type, maxUD
+	q.sq.dev = pd.Context()
+	if q.rq != nil {
+		q.rq.dev = pd.Context()
+	}
 	w := weak.Make(q)
 	if err := vqp.OnContextClose(func() error {
 		if q := w.Value(); q != nil {
@@ -121,7 +127,8 @@ func newQPFromRings(sq, rq *ring.Ring, lim uverbs.QPCap, db doorbell) (*QP, erro
 // any request is invalid, or the ring has no room for all of them, none is
 // posted, no doorbell rings, and the error says why (ErrQueueFull,
 // ErrTooManySGEs, ErrInlineTooLong, ErrInvalidWR; ErrClosed for a UD
-// request whose AH is closed). An empty wrs does nothing. It allocates
+// request whose AH is closed; the *uverbs.DeviceRemovedError once the
+// device is found removed). An empty wrs does nothing. It allocates
 // nothing.
 func (q *QP) PostSend(wrs []SendWR) error {
 	err := q.sq.post(wrs)

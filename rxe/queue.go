@@ -27,9 +27,10 @@ type sendQueue struct {
 	maxInline int
 	caps      opCaps // optional opcodes the device executes
 	db        doorbell
-	typ       uverbs.QPType // the QP's transport; 0 (simulator) follows RC
-	maxUD     uint32        // UD only: the largest payload (the port's MTU)
-	scratch   SendWR        // the request postFunc checks and encodes, under mu
+	typ       uverbs.QPType   // the QP's transport; 0 (simulator) follows RC
+	maxUD     uint32          // UD only: the largest payload (the port's MTU)
+	scratch   SendWR          // the request postFunc checks and encodes, under mu
+	dev       *uverbs.Context // the device, nil over simulated rings: posts stop once it is removed
 }
 
 // post writes the WQEs past the producer index, where the kernel does not
@@ -52,6 +53,9 @@ func (q *sendQueue) post(wrs []SendWR) error {
 func (q *sendQueue) postFunc(n int, fill func(i int, w *SendWR)) error {
 	if n <= 0 {
 		return nil
+	}
+	if err := deviceErr(q.dev); err != nil {
+		return err
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -143,7 +147,8 @@ type recvQueue struct {
 	prod    uint32
 	maxWR   int
 	maxSGE  int
-	scratch RecvWR // the request postFunc checks and encodes, under mu
+	scratch RecvWR          // the request postFunc checks and encodes, under mu
+	dev     *uverbs.Context // as sendQueue's
 }
 
 // post writes the WQEs past the producer index and publishes them all with
@@ -158,6 +163,9 @@ func (q *recvQueue) post(wrs []RecvWR) error {
 func (q *recvQueue) postFunc(n int, fill func(i int, w *RecvWR)) error {
 	if n <= 0 {
 		return nil
+	}
+	if err := deviceErr(q.dev); err != nil {
+		return err
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -186,6 +194,15 @@ func (q *recvQueue) postFunc(n int, fill func(i int, w *RecvWR)) error {
 	q.prod = idx
 	r.SetProducer(idx)
 	return nil
+}
+
+// deviceErr is the removal error of dev (a *uverbs.DeviceRemovedError),
+// nil while it is there or for simulated rings: one atomic load.
+func deviceErr(dev *uverbs.Context) error {
+	if dev == nil {
+		return nil
+	}
+	return dev.Err()
 }
 
 // newQueues sets up the send and receive queues of a QP over their rings,

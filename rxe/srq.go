@@ -76,7 +76,7 @@ func CreateSRQ(pd *uverbs.PD, attr uverbs.SRQInitAttr) (*SRQ, error) {
 	}
 	a := vsrq.Attr()
 	s := &SRQ{
-		rq:   &recvQueue{ring: r, prod: r.Producer(), maxWR: depth(int(a.MaxWR), r), maxSGE: min(int(a.MaxSGE), (r.ElemSize()-recvWQESize)/sgeSize)},
+		rq:   &recvQueue{ring: r, prod: r.Producer(), maxWR: depth(int(a.MaxWR), r), maxSGE: min(int(a.MaxSGE), (r.ElemSize()-recvWQESize)/sgeSize), dev: pd.Context()},
 		mem:  mem,
 		vsrq: vsrq,
 		num:  resp.srqNum,

@@ -17,13 +17,28 @@
 // re-posts it; a Release of a stale Frame does nothing. While every slot
 // is held the sender is throttled by RNR NAKs and nothing is lost.
 //
+// ExampleServer_Serve runs a server and a sender (what rocev2-send or an
+// FPGA's host software does) in rxevm's VM, its output checked.
+//
+// For an FPGA behind surf's RoCEv2 engine: Config.Ring stays RingShared
+// (its dispatcher keeps one ring position for all channels), RingSize is
+// the AddrWrapCount programmed into the FPGA (usually Depth), nothing is
+// assumed about payloads, and IdleTimeout stays 0 if the FPGA pauses
+// between runs.
+//
 // A connection is made either by hand (SetPeerGID, then CompleteConnection
 // with the sender's QP number and PSN) or by Serve, a TCP side channel that
 // trades the record rdma-core's pingpong examples exchange (LID:QPN:PSN:GID),
 // as tools/rocev2-send does; each new sender there replaces the previous one
 // on a fresh QP, once its exchange completed, while the slab and its
 // region stay. Exchanges run concurrently, bounded in number and time, so
-// strangers on the port cost the live stream nothing.
+// strangers on the port cost the live stream nothing. ServeCM is the other
+// way in, beside it: a plain librdmacm RC connect to an rdmacm listener on
+// the server's own address (CMAddr), accepted on a QP of the server's;
+// its accepts are bounded in number and time the same way (a requester
+// that never sends its RTU is evicted or times out), and both take the
+// same allow-list. Close ends both, and what they run, before it releases
+// the device.
 //
 // The receive loop runs on its own goroutine: it polls the completion queue,
 // spins for Config.SpinBudget when the queue is empty, then arms it and

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"sync/atomic"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/uverbs/fdwait"
 	"golang.org/x/sys/unix"
 )
 
@@ -106,13 +109,9 @@ func newLoop(p *pool, q queue, c *counters, cfg *Config, frames chan<- Frame, st
 // connection's first receives, before RTR.
 func (l *loop) postIdle() error {
 	l.scratch = l.p.takeReturned(l.scratch[:0])
+	l.scratch = l.p.idleSlots(l.scratch)
 	for _, s := range l.scratch {
 		l.queueSlot(s)
-	}
-	for i := range l.p.slots {
-		if l.p.slots[i].state() == slotIdle {
-			l.queueSlot(uint32(i))
-		}
 	}
 	return l.flush()
 }
@@ -127,9 +126,7 @@ func (l *loop) repost(slot uint32) {
 
 // queueSlot adds slot to the next re-post.
 func (l *loop) queueSlot(slot uint32) {
-	wr := l.p.wrs[slot]
-	wr.ID = l.p.wrID(slot)
-	l.batch = append(l.batch, wr)
+	l.batch = append(l.batch, l.p.recvWR(slot))
 	l.slots = append(l.slots, slot)
 }
 
@@ -146,10 +143,7 @@ func (l *loop) flush() error {
 		l.batch, l.slots = l.batch[:0], l.slots[:0]
 		return fmt.Errorf("server: post %d receives: %w", n, err)
 	}
-	for _, s := range l.slots {
-		l.p.slots[s].set(slotPosted)
-	}
-	l.p.counts.Add(toPosted * uint64(len(l.slots)))
+	l.p.markPosted(l.slots)
 	l.batch, l.slots = l.batch[:0], l.slots[:0]
 	return nil
 }
@@ -166,11 +160,6 @@ func (l *loop) run() error {
 		l.running.Store(l)
 		defer l.running.CompareAndSwap(l, nil)
 	}
-	ep, err := newParker(l.q.EventFD(), l.p.wakeFD)
-	if err != nil {
-		return err
-	}
-	defer ep.close()
 	// quietSince is when the last completion was seen, read when the loop
 	// is about to park (zero: one came since the last park).
 	var idleSince, drainSince, quietSince time.Time
@@ -220,46 +209,61 @@ func (l *loop) run() error {
 				continue
 			}
 		}
-		// Idle for the whole budget: arm, then poll once more, since a
-		// completion that arrived before the arm raises no event.
-		if err := l.q.Arm(); err != nil {
-			return err
-		}
-		if n, err := l.step(); err != nil || n > 0 {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		timeout := -1
-		if l.idle > 0 {
-			now := time.Now()
-			if quietSince.IsZero() {
-				quietSince = now
-			}
-			left := l.idle - now.Sub(quietSince)
-			if left <= 0 {
-				return ErrIdle
-			}
-			timeout = int((left + time.Millisecond - 1) / time.Millisecond)
-		}
-		if l.drain.Load() && (timeout < 0 || timeout > int(drainPoll/time.Millisecond)) {
-			timeout = int(drainPoll / time.Millisecond)
-		}
-		if !l.p.park(l.stop) {
-			continue
-		}
-		bump(&l.c.parks, 1)
-		err = ep.wait(timeout)
-		l.p.unpark()
+		// Idle for the whole budget.
+		slept, err := l.sleep(&quietSince)
 		if err != nil {
 			return err
 		}
-		if err := l.q.DrainEvents(); err != nil {
-			return err
+		if slept {
+			empty, idleSince = 0, time.Time{}
 		}
-		empty, idleSince = 0, time.Time{}
 	}
+}
+
+// sleep parks the loop until a completion, a Release, a wake or its idle
+// or drain limit: it arms the CQ, then polls once more, since a completion
+// that arrived before the arm raises no event. It reports whether it
+// parked (false: it found work first). quietSince is when the last
+// completion was seen (zero: one came since the last park); past
+// IdleTimeout the loop ends with ErrIdle.
+func (l *loop) sleep(quietSince *time.Time) (bool, error) {
+	if err := l.q.Arm(); err != nil {
+		return false, err
+	}
+	if n, err := l.step(); err != nil || n > 0 {
+		return false, err
+	}
+	var deadline time.Time // none
+	if l.idle > 0 {
+		now := time.Now()
+		if quietSince.IsZero() {
+			*quietSince = now
+		}
+		left := l.idle - now.Sub(*quietSince)
+		if left <= 0 {
+			return false, ErrIdle
+		}
+		deadline = now.Add(left)
+	}
+	if l.drain.Load() {
+		if d := time.Now().Add(drainPoll); deadline.IsZero() || deadline.After(d) {
+			deadline = d
+		}
+	}
+	if !l.p.park(l.stop) {
+		return false, nil
+	}
+	bump(&l.c.parks, 1)
+	err := l.p.waiter.Wait(context.Background(), deadline, l.q.EventFD())
+	l.p.unpark()
+	switch {
+	case err == nil, err == fdwait.ErrWoken, errors.Is(err, os.ErrDeadlineExceeded):
+	case errors.Is(err, fdwait.ErrClosed):
+		return false, errStopped // the server closed its pool
+	default:
+		return false, fmt.Errorf("server: park: %w", err)
+	}
+	return true, l.q.DrainEvents()
 }
 
 // step re-posts the released slots, polls one batch, handles it and
@@ -312,12 +316,11 @@ func (l *loop) step() (int, error) {
 // completion of the batch stopped the loop) a good receive is not
 // delivered: its slot stays idle.
 func (l *loop) complete(wc *cq.WC, stopping bool) (flushed bool, err error) {
-	slot, ok := l.p.posted(wcID(wc))
-	if !ok || !l.p.slots[slot].move(slotPosted, slotIdle) {
+	slot, ok := l.p.completed(wcID(wc))
+	if !ok {
 		bump(&l.c.badWRID, 1)
 		return false, nil
 	}
-	l.p.counts.Add(toHeld)
 	switch {
 	case wc.Status != cq.Success:
 		l.c.status(wc.Status)
@@ -361,51 +364,3 @@ func (l *loop) call(f Frame) (err error) {
 	l.handler(f)
 	return nil
 }
-
-// parker is the epoll set the loop sleeps on: the CQ's channel and the
-// wake eventfd.
-type parker struct {
-	fd      int
-	events  [2]unix.EpollEvent
-	yielded time.Time // the last runtime.Gosched before a wait
-}
-
-func newParker(fds ...int) (*parker, error) {
-	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("server: epoll_create1: %w", err)
-	}
-	for _, fd := range fds {
-		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
-		if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-			unix.Close(ep)
-			return nil, fmt.Errorf("server: epoll_ctl add fd %d: %w", fd, err)
-		}
-	}
-	return &parker{fd: ep}, nil
-}
-
-// wait blocks until one of the fds is readable, or for at most msec
-// milliseconds (-1: without limit).
-// Every 2 ms of parks it first yields to the scheduler, as
-// cq.Channel.GetEvent does and for the same reason: a goroutine that only
-// sleeps in system calls keeps its scheduling tick, and after 10 ms the
-// runtime's monitor takes its P mid-wait and then wakes every 20 us.
-func (e *parker) wait(msec int) error {
-	if now := time.Now(); now.Sub(e.yielded) >= 2*time.Millisecond {
-		e.yielded = now
-		runtime.Gosched()
-	}
-	for {
-		_, err := unix.EpollWait(e.fd, e.events[:], msec)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("server: epoll_wait: %w", err)
-		}
-		return nil
-	}
-}
-
-func (e *parker) close() { unix.Close(e.fd) }

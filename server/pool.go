@@ -6,11 +6,21 @@ import (
 	"sync/atomic"
 
 	"github.com/pureverbs/pureverbs/qp"
-	"golang.org/x/sys/unix"
+	"github.com/pureverbs/pureverbs/uverbs/fdwait"
 )
 
-// Slot states. A slot is in exactly one of them; the loop owns the
-// transitions except downstream → returned, which Release makes.
+// Slot states. A slot is in exactly one of them. Every transition is a
+// pool method, called by the loop except downstream → returned, which
+// Release makes:
+//
+//	idle → posted          recvWR, then markPosted once the QP took it
+//	posted → idle          completed (a receive completion), unpostAll
+//	idle → downstream      deliver (a good receive: a Frame)
+//	downstream → returned  release (Frame.Release)
+//	returned → posted      takeReturned, then as idle
+//
+// The loop decides which one happens (a bad completion is re-posted, a
+// flush leaves the slot idle for the next connection).
 const (
 	slotIdle       uint64 = iota // out of the receive queue, nobody holds it
 	slotPosted                   // in the receive queue
@@ -93,19 +103,21 @@ type pool struct {
 	mu          sync.Mutex // guards the fields below
 	returned    []uint32   // released slots, capacity depth
 	nreturned   atomic.Int32
-	parked      bool // the loop sleeps in epoll: a Release must wake it
+	parked      bool // the loop sleeps in waiter: a Release must wake it
 	wakePending bool
-	wakeFD      int // eventfd the loop parks on; Close writes it too
-	closed      bool
-	unmap       func() // frees the slab; run by Close or by the last Release after it
+	// waiter is what the loop parks on (the CQ's channel fd) and what a
+	// Release or Close wakes it with.
+	waiter *fdwait.Poller
+	closed bool
+	unmap  func() // frees the slab; run by Close or by the last Release after it
 }
 
 // newPool lays out depth slots of size bytes over mem, which the device
 // knows at address base under lkey. All slots start idle.
 func newPool(mem []byte, base uint64, lkey uint32, size, depth int, unmap func()) (*pool, error) {
-	wfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	w, err := fdwait.New()
 	if err != nil {
-		return nil, fmt.Errorf("server: eventfd: %w", err)
+		return nil, fmt.Errorf("server: %w", err)
 	}
 	p := &pool{
 		mem: mem, base: base, lkey: lkey, size: size, depth: depth,
@@ -114,7 +126,7 @@ func newPool(mem []byte, base uint64, lkey uint32, size, depth int, unmap func()
 		posts:    make([]uint32, depth),
 		sges:     make([]sge, depth),
 		returned: make([]uint32, 0, depth),
-		wakeFD:   wfd,
+		waiter:   w,
 		unmap:    unmap,
 	}
 	for i := range depth {
@@ -142,6 +154,45 @@ func (p *pool) posted(id uint64) (uint32, bool) {
 		return 0, false
 	}
 	return slot, true
+}
+
+// recvWR is slot's next receive: its prebuilt work request under a new
+// id (see wrID). The slot is idle until markPosted.
+func (p *pool) recvWR(slot uint32) qp.RecvWR {
+	wr := p.wrs[slot]
+	wr.ID = p.wrID(slot)
+	return wr
+}
+
+// markPosted moves slots, whose receives the QP took, from idle to
+// posted.
+func (p *pool) markPosted(slots []uint32) {
+	for _, s := range slots {
+		p.slots[s].set(slotPosted)
+	}
+	p.counts.Add(toPosted * uint64(len(slots)))
+}
+
+// completed takes the slot a receive completion names out of the receive
+// queue (posted to idle, counted as held); false for an id that names no
+// receive the pool has posted (a repeated or stale completion).
+func (p *pool) completed(id uint64) (uint32, bool) {
+	slot, ok := p.posted(id)
+	if !ok || !p.slots[slot].move(slotPosted, slotIdle) {
+		return 0, false
+	}
+	p.counts.Add(toHeld)
+	return slot, true
+}
+
+// idleSlots appends the slots nobody holds to dst.
+func (p *pool) idleSlots(dst []uint32) []uint32 {
+	for i := range p.slots {
+		if p.slots[i].state() == slotIdle {
+			dst = append(dst, uint32(i))
+		}
+	}
+	return dst
 }
 
 // postedHeld returns the two counts, read together.
@@ -182,11 +233,8 @@ func (p *pool) release(slot uint32, gen uint64) {
 	p.mu.Unlock()
 }
 
-// signal makes the wake eventfd readable. The caller holds mu.
-func (p *pool) signal() {
-	one := [8]byte{1}
-	unix.Write(p.wakeFD, one[:])
-}
+// signal wakes the loop's wait, or its next one. The caller holds mu.
+func (p *pool) signal() { p.waiter.Wake() }
 
 // takeReturned appends the released slots to dst and empties the queue.
 func (p *pool) takeReturned(dst []uint32) []uint32 {
@@ -209,8 +257,7 @@ func (p *pool) park(stop *atomic.Bool) bool {
 	if p.wakePending {
 		// A wake arrived while the loop was busy: take it now.
 		p.wakePending = false
-		var buf [8]byte
-		unix.Read(p.wakeFD, buf[:])
+		p.waiter.ClearWake()
 		return false
 	}
 	if len(p.returned) > 0 || stop.Load() {
@@ -220,12 +267,11 @@ func (p *pool) park(stop *atomic.Bool) bool {
 	return true
 }
 
-// unpark drains the wake eventfd after the loop woke up.
+// unpark takes back a wake that came while the loop was waking up.
 func (p *pool) unpark() {
 	p.mu.Lock()
 	p.parked, p.wakePending = false, false
-	var buf [8]byte
-	unix.Read(p.wakeFD, buf[:])
+	p.waiter.ClearWake()
 	p.mu.Unlock()
 }
 
@@ -261,7 +307,7 @@ func (p *pool) close() {
 		return
 	}
 	p.closed = true
-	unix.Close(p.wakeFD)
+	p.waiter.Close()
 	held := 0
 	for i := range p.slots {
 		if p.slots[i].state() == slotDownstream {

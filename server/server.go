@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
+	"github.com/pureverbs/pureverbs/uverbs/fdwait"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,6 +49,8 @@ type Server struct {
 	closed    bool
 
 	closing  atomic.Bool          // Close was called
+	stopping chan struct{}        // closed when Close's teardown starts: Serve and ServeCM end
+	ways     sync.WaitGroup       // Serve and ServeCM running: the teardown waits for them
 	running  atomic.Pointer[loop] // the loop running now, if any (one at a time)
 	torn     chan struct{}        // closed when Close's teardown is over
 	closeErr error                // the teardown's error, after torn
@@ -54,6 +58,8 @@ type Server struct {
 	done    chan struct{}
 	errOnce sync.Once
 	err     error
+
+	removalWait *fdwait.Poller // what watchRemoval waits with, nil if it does not
 }
 
 // session is one connection: its queue and loop, and what connected its
@@ -81,7 +87,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, dev: dev, done: make(chan struct{}), torn: make(chan struct{})}
+	s := &Server{cfg: cfg, dev: dev, done: make(chan struct{}), torn: make(chan struct{}), stopping: make(chan struct{})}
 	s.c.ringMode, s.c.ringSize = cfg.Ring, cfg.RingSize
 	if cfg.Handler == nil {
 		s.frames = make(chan Frame, cfg.Depth)
@@ -97,6 +103,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.c.postedLow.Store(int64(cfg.Depth))
 	s.newPSNs()
+	if err := s.watchRemoval(); err != nil {
+		return nil, errors.Join(err, s.Close())
+	}
 	return s, nil
 }
 
@@ -314,6 +323,33 @@ func (s *Server) endSessionLocked(drain bool) error {
 	return errors.Join(errs...)
 }
 
+// stopped reports whether the server stopped or its Close began: Serve
+// and ServeCM return ErrClosed then.
+func (s *Server) stopped() bool {
+	select {
+	case <-s.done:
+		return true
+	case <-s.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// closeOnStop closes c (a listener) when the server stops or its Close
+// begins, or not once ctx is done.
+func (s *Server) closeOnStop(ctx context.Context, c io.Closer) {
+	go func() {
+		select {
+		case <-s.done:
+		case <-s.stopping:
+		case <-ctx.Done():
+			return
+		}
+		c.Close()
+	}()
+}
+
 // fail ends the server with err (the first one wins).
 func (s *Server) fail(err error) {
 	s.errOnce.Do(func() {
@@ -327,7 +363,9 @@ func (s *Server) fail(err error) {
 func (s *Server) Done() <-chan struct{} { return s.done }
 
 // Err is why the server stopped: nil after a plain Close, ErrFlushed when
-// the QP went to ERROR, or the error that broke the loop.
+// the QP went to ERROR, the *uverbs.DeviceRemovedError when its device was
+// removed (uverbs.ErrDeviceRemoved; the server then closed itself), or the
+// error that broke the loop.
 func (s *Server) Err() error {
 	select {
 	case <-s.done:
@@ -347,8 +385,10 @@ func (s *Server) Stats() Stats { return s.c.snapshot(s.pool) }
 // Send refuses: the server only receives.
 func (s *Server) Send([]byte) error { return ErrReceiveOnly }
 
-// Close stops the loop (waking it at once if it is parked), moves the QP
-// to ERROR and releases every verbs object. Frames still held stay valid
+// Close ends Serve and ServeCM (each returns ErrClosed once the exchanges
+// and accepts it runs have ended, their QPs closed), stops the loop
+// (waking it at once if it is parked), moves the QP to ERROR and releases
+// every verbs object. Frames still held stay valid
 // until released; the last Release unmaps the slab. Idempotent: a second
 // Close waits for the first one's teardown and returns nil.
 //
@@ -381,16 +421,25 @@ func (s *Server) Close() error {
 	return s.teardown()
 }
 
-// teardown is Close's work.
+// teardown is Close's work. Serve and ServeCM end first, with the
+// exchanges and accepts they run: those hold QPs and CQs of their own on
+// the device, which closes after them.
 func (s *Server) teardown() error {
 	s.mu.Lock()
 	s.closed = true
+	close(s.stopping)
+	s.mu.Unlock()
+	s.ways.Wait()
+	s.mu.Lock()
 	errs := []error{s.endSessionLocked(false)}
 	if s.fresh != nil {
 		errs = append(errs, s.fresh.close())
 		s.fresh = nil
 	}
 	s.mu.Unlock()
+	if s.removalWait != nil {
+		s.removalWait.Close() // returns once the watch has left its wait on the Context's fd
+	}
 	errs = append(errs, s.dev.close())
 	s.pool.close()
 	if s.frames != nil {

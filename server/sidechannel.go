@@ -71,6 +71,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, opts ServeOptions) 
 		return ErrConnected
 	}
 	s.serving = true
+	s.ways.Add(1)
+	defer s.ways.Done()
 	s.mu.Unlock()
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultExchangeTimeout
@@ -87,13 +89,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, opts ServeOptions) 
 	sc := &sideChannel{s: s, opts: opts, slots: make(chan struct{}, opts.MaxExchanges), conns: map[net.Conn]*exchanging{}}
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
-	go func() {
-		select {
-		case <-s.done:
-			ln.Close()
-		case <-ctx.Done():
-		}
-	}()
+	s.closeOnStop(ctx, ln)
 	defer sc.shutdown()
 	for {
 		conn, err := ln.Accept()
@@ -108,10 +104,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, opts ServeOptions) 
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			select {
-			case <-s.done:
+			if s.stopped() {
 				return ErrClosed
-			default:
 			}
 			return fmt.Errorf("server: side channel accept: %w", err)
 		}
@@ -155,7 +149,7 @@ type sideChannel struct {
 	wg    sync.WaitGroup
 
 	mu    sync.Mutex
-	conns map[net.Conn]*exchanging // connections in an exchange, closed by shutdown
+	conns map[net.Conn]*exchanging // connections in an exchange or watched, closed by shutdown
 	live  net.Conn                 // the running sender's connection, closed by shutdown
 }
 
@@ -212,8 +206,18 @@ func (sc *sideChannel) allowed(addr net.Addr) bool {
 	if err != nil {
 		return false
 	}
-	ip := ap.Addr().Unmap()
-	for _, p := range sc.opts.AllowedSenders {
+	return allowedAddr(sc.opts.AllowedSenders, ap.Addr())
+}
+
+// allowedAddr checks ip against an allow-list (ServeOptions.AllowedSenders,
+// CMOptions.AllowedSenders): an empty list allows every address, an
+// IPv4-mapped address is checked as IPv4.
+func allowedAddr(allow []netip.Prefix, ip netip.Addr) bool {
+	if len(allow) == 0 {
+		return true
+	}
+	ip = ip.Unmap()
+	for _, p := range allow {
 		if p.Contains(ip) {
 			return true
 		}
@@ -264,14 +268,28 @@ func (sc *sideChannel) handle(conn net.Conn, x *exchanging) {
 	}
 	sc.s.c.exchanges.Add(1)
 	sc.opts.Logf("side channel: sender %s connected", conn.RemoteAddr())
-	// The connection stays open until the sender closes it, the next one
-	// replaces this one (endSessionLocked closes it) or Serve returns.
+	sc.connected(conn, ss)
+}
+
+// connected keeps the connection of a sender whose exchange completed:
+// it stays open until the sender closes it, the next one replaces this
+// one (endSessionLocked closes it) or Serve returns. With WatchPeer it
+// watches it until then, tracked in conns so that shutdown ends the
+// watch. Two exchanges completing close together may get here in either
+// order: live names the connection only while its session is the running
+// one, checked under sc.mu, so that the later replacement always wins.
+func (sc *sideChannel) connected(conn net.Conn, ss *session) {
 	sc.mu.Lock()
-	delete(sc.conns, conn)
-	sc.live = conn
+	if !sc.opts.WatchPeer {
+		delete(sc.conns, conn)
+	}
+	if sc.s.isRunning(ss) {
+		sc.live = conn
+	}
 	sc.mu.Unlock()
 	if sc.opts.WatchPeer {
 		sc.s.watch(conn, ss, sc.opts.Logf)
+		sc.untrack(conn)
 	}
 }
 
@@ -343,6 +361,13 @@ func (s *Server) watch(conn net.Conn, ss *session, logf func(string, ...any)) {
 			return
 		}
 	}
+}
+
+// isRunning reports whether ss is the running connection.
+func (s *Server) isRunning(ss *session) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sess == ss
 }
 
 // endSession ends ss if it is still the running connection, draining what

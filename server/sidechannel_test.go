@@ -70,3 +70,63 @@ func TestSideChannelEvictsSilent(t *testing.T) {
 		t.Fatalf("refused %d evicted %d; want 0 and 2", r, e)
 	}
 }
+
+// TestSideChannelShutdownAfterCrossedExchanges: two exchanges complete
+// close together and their last steps cross: B replaced A as the running
+// sender, but A's bookkeeping runs after B's (A's connection already
+// closed by the replacement). Serve's shutdown must still close B's
+// connection, ending B's WatchPeer watch; with the running connection
+// remembered as A's, the watch went on and shutdown (Serve's return on
+// ctx cancel) waited for ever.
+func TestSideChannelShutdownAfterCrossedExchanges(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	pair := func() (server, client net.Conn) {
+		t.Helper()
+		client, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { client.Close() })
+		server, err = ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return server, client
+	}
+	a, _ := pair()
+	b, bPeer := pair()
+	ssA, ssB := &session{}, &session{}
+	s := &Server{done: make(chan struct{}), sess: ssB} // B replaced A
+	a.Close()                                          // by the replacement
+	sc := &sideChannel{s: s, opts: ServeOptions{WatchPeer: true, Logf: t.Logf}, conns: map[net.Conn]*exchanging{a: {}, b: {}}}
+	sc.wg.Add(2)
+	go func() { defer sc.wg.Done(); sc.connected(b, ssB) }()
+	for { // B's bookkeeping first: B watches its connection
+		sc.mu.Lock()
+		live := sc.live
+		sc.mu.Unlock()
+		if live == b {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	aDone := make(chan struct{})
+	go func() { defer sc.wg.Done(); defer close(aDone); sc.connected(a, ssA) }()
+	<-aDone
+	shut := make(chan struct{})
+	go func() { sc.shutdown(); close(shut) }()
+	select {
+	case <-shut:
+	case <-time.After(5 * time.Second):
+		b.Close() // let the test end
+		t.Fatal("shutdown did not close the running sender's connection: its watch still runs after 5 s")
+	}
+	bPeer.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := bPeer.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("the running sender's connection after shutdown: %v, want it closed", err)
+	}
+}

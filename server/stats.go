@@ -37,8 +37,12 @@ type Stats struct {
 	// (their client had not sent its whole record).
 	Exchanges, ExchangeFailures, Refused, Evicted uint64
 	// RDMA CM (ServeCM): connections accepted (each one a sender
-	// connected) and requests that failed or were rejected.
-	CMConnects, CMFailures uint64
+	// connected), accepts that failed (a timeout, an eviction, a failed
+	// QP or accept), requests rejected before any accept (not on the
+	// allow-list, or MaxAccepts running and every one established), and
+	// accepts evicted to make room for a new request (not yet
+	// ESTABLISHED).
+	CMConnects, CMFailures, CMRefused, CMEvicted uint64
 
 	Errors    [numStatuses]uint64 // error completions by status (index = cq.Status)
 	BadWRID   uint64              // completions naming no posted receive: no slot, or a receive the slot no longer has (dropped)
@@ -50,7 +54,7 @@ type Stats struct {
 	Downstream    int // of the held slots, those in Frames not yet released
 	PostedLowMark int // fewest slots posted since the first connection
 
-	Parks uint64 // times the loop went to sleep in epoll after its spin budget
+	Parks uint64 // times the loop went to sleep (a poll on the CQ channel) after its spin budget
 
 	Sessions    uint64 // connections made (CompleteConnection or side channel)
 	SessionEnds uint64 // connections that ended (sender gone, flush, takeover, idle)
@@ -113,6 +117,7 @@ type counters struct {
 	handlerPanics        atomic.Uint64 // written by the loop only, but with Add: rare
 	exchanges, exFailed  atomic.Uint64
 	cmConnects, cmFailed atomic.Uint64
+	cmRefused, cmEvicted atomic.Uint64
 	refused, evicted     atomic.Uint64
 
 	ringMode RingMode
@@ -238,7 +243,7 @@ func (c *counters) snapshot(p *pool) Stats {
 	}
 	s.HandlerPanics, s.StaleReleases = c.handlerPanics.Load(), p.stale.Load()
 	s.Exchanges, s.ExchangeFailures, s.Refused, s.Evicted = c.exchanges.Load(), c.exFailed.Load(), c.refused.Load(), c.evicted.Load()
-	s.CMConnects, s.CMFailures = c.cmConnects.Load(), c.cmFailed.Load()
+	s.CMConnects, s.CMFailures, s.CMRefused, s.CMEvicted = c.cmConnects.Load(), c.cmFailed.Load(), c.cmRefused.Load(), c.cmEvicted.Load()
 	for i := range s.Errors {
 		s.Errors[i] = c.errors[i].Load()
 	}

@@ -1,29 +1,15 @@
 package uverbs
 
-// Raw structs of the SRQ and CQ-resize write() commands,
-// <rdma/ib_user_verbs.h>; pinned by abi_srq_test.go.
+// Raw structs of the SRQ write() commands, <rdma/ib_user_verbs.h>;
+// pinned by abi_srq_test.go.
 
 // Write command numbers (enum ib_uverbs_write_cmds).
 const (
-	cmdResizeCQ   = 19
 	cmdCreateSRQ  = 32
 	cmdModifySRQ  = 33
 	cmdQuerySRQ   = 34
 	cmdDestroySRQ = 35
 )
-
-// resizeCQCmd is struct ib_uverbs_resize_cq.
-type resizeCQCmd struct {
-	Response ptr64
-	CQHandle uint32
-	CQE      uint32
-}
-
-// resizeCQResp is struct ib_uverbs_resize_cq_resp.
-type resizeCQResp struct {
-	CQE      uint32
-	Reserved uint32
-}
 
 // createSRQCmd is struct ib_uverbs_create_srq.
 type createSRQCmd struct {

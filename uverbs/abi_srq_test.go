@@ -7,12 +7,10 @@ import (
 	"github.com/pureverbs/pureverbs/uverbs/abicheck"
 )
 
-// The SRQ and resize commands, pinned to the header like the rest
+// The SRQ commands, pinned to the header like the rest
 // (TestABIPinnedToHeaders).
 func init() {
 	pins = append(pins,
-		abicheck.Pin{C: "struct ib_uverbs_resize_cq", Go: of[resizeCQCmd]()},
-		abicheck.Pin{C: "struct ib_uverbs_resize_cq_resp", Go: of[resizeCQResp]()},
 		abicheck.Pin{C: "struct ib_uverbs_create_srq", Go: of[createSRQCmd]()},
 		abicheck.Pin{C: "struct ib_uverbs_create_srq_resp", Go: of[createSRQResp]()},
 		abicheck.Pin{C: "struct ib_uverbs_modify_srq", Go: of[modifySRQCmd]()},
@@ -25,18 +23,16 @@ func init() {
 
 func TestSRQResponseFieldFirst(t *testing.T) {
 	ptr := reflect.TypeFor[ptr64]()
-	for _, typ := range []reflect.Type{of[resizeCQCmd](), of[createSRQCmd](), of[querySRQCmd](), of[destroySRQCmd]()} {
+	for _, typ := range []reflect.Type{of[createSRQCmd](), of[querySRQCmd](), of[destroySRQCmd]()} {
 		if f := typ.Field(0); f.Name != "Response" || f.Type != ptr || f.Offset != 0 {
 			t.Errorf("%s starts with %s %s at %d, want Response ptr64 at 0", typ, f.Name, f.Type, f.Offset)
 		}
 	}
 }
 
-// The command, object, method and attribute numbers the SRQ and resize
-// verbs use, from the uapi headers (TestABIPinnedToHeaders).
+// The command, object, method and attribute numbers the SRQ verbs use, from the uapi headers (TestABIPinnedToHeaders).
 func init() {
 	pins = append(pins, abicheck.Pin{C: "struct ib_uverbs_create_srq", Exprs: map[string]uintptr{
-		"IB_USER_VERBS_CMD_RESIZE_CQ":         uintptr(cmdResizeCQ),
 		"IB_USER_VERBS_CMD_CREATE_SRQ":        uintptr(cmdCreateSRQ),
 		"IB_USER_VERBS_CMD_MODIFY_SRQ":        uintptr(cmdModifySRQ),
 		"IB_USER_VERBS_CMD_QUERY_SRQ":         uintptr(cmdQuerySRQ),

@@ -41,6 +41,8 @@ var pins = []abicheck.Pin{
 	{C: "struct ib_uverbs_create_comp_channel_resp", Go: of[createCompChannelResp]()},
 	{C: "struct ib_uverbs_create_cq", Go: of[createCQCmd]()},
 	{C: "struct ib_uverbs_create_cq_resp", Go: of[createCQResp]()},
+	{C: "struct ib_uverbs_resize_cq", Go: of[resizeCQCmd](), Exprs: map[string]uintptr{"IB_USER_VERBS_CMD_RESIZE_CQ": cmdResizeCQ}},
+	{C: "struct ib_uverbs_resize_cq_resp", Go: of[resizeCQResp]()},
 	{C: "struct ib_uverbs_req_notify_cq", Go: of[reqNotifyCQCmd]()},
 	{C: "struct ib_uverbs_destroy_cq", Go: of[destroyCQCmd]()},
 	{C: "struct ib_uverbs_destroy_cq_resp", Go: of[destroyCQResp]()},
@@ -82,7 +84,7 @@ func TestResponseFieldFirst(t *testing.T) {
 	ptr := reflect.TypeFor[ptr64]()
 	for _, typ := range []reflect.Type{
 		of[getContextCmd](), of[queryPortCmd](), of[allocPDCmd](), of[regMRCmd](), of[createCompChannelCmd](),
-		of[createCQCmd](), of[destroyCQCmd](), of[createQPCmd](), of[queryQPCmd](), of[destroyQPCmd](), of[postSendCmd](),
+		of[createCQCmd](), of[resizeCQCmd](), of[destroyCQCmd](), of[createQPCmd](), of[queryQPCmd](), of[destroyQPCmd](), of[postSendCmd](),
 	} {
 		if f := typ.Field(0); f.Name != "Response" || f.Type != ptr || f.Offset != 0 {
 			t.Errorf("%s starts with %s %s at %d, want Response ptr64 at 0", typ, f.Name, f.Type, f.Offset)

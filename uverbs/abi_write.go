@@ -16,6 +16,7 @@ const (
 	cmdDeregMR           = 13
 	cmdCreateCompChannel = 17
 	cmdCreateCQ          = 18
+	cmdResizeCQ          = 19
 	cmdDestroyCQ         = 20
 	cmdReqNotifyCQ       = 23
 	cmdCreateQP          = 24
@@ -258,6 +259,19 @@ type createCQCmd struct {
 type createCQResp struct {
 	CQHandle uint32
 	CQE      uint32
+}
+
+// resizeCQCmd is struct ib_uverbs_resize_cq.
+type resizeCQCmd struct {
+	Response ptr64
+	CQHandle uint32
+	CQE      uint32
+}
+
+// resizeCQResp is struct ib_uverbs_resize_cq_resp.
+type resizeCQResp struct {
+	CQE      uint32
+	Reserved uint32
 }
 
 // reqNotifyCQCmd is struct ib_uverbs_req_notify_cq.

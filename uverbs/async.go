@@ -2,13 +2,16 @@ package uverbs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 	"weak"
 
+	"github.com/pureverbs/pureverbs/uverbs/fdwait"
 	"golang.org/x/sys/unix"
 )
 
@@ -172,39 +175,20 @@ func (c *Context) readAsyncEvent() (AsyncEvent, error) {
 }
 
 // WaitAsyncEvent returns the next async event, waiting for one while none
-// is queued: a poll(2) on the async fd and, for a context that can be
-// cancelled, an eventfd written when ctx is done, so that cancelling ctx
-// ends the wait with ctx.Err(). rdma_rxe raises port events (the netdev
-// going down or up), CQ errors (overrun), SRQ limit and SQ drained events,
-// and on 6.12 (not 6.1) last-WQE-reached; it never raises a device-fatal event:
-// see the package documentation about removing a device. The wait occupies
-// an OS thread. Close ends it with ErrClosed.
+// is queued (an fdwait.Poller wait on the async fd), so that cancelling
+// ctx ends the wait with ctx.Err(). rdma_rxe raises port events (the
+// netdev going down or up), CQ errors (overrun), SRQ limit and SQ drained
+// events, and on 6.12 (not 6.1) last-WQE-reached; it never raises a
+// device-fatal event: see the package documentation about removing a
+// device. Once the device is found removed (see ErrDeviceRemoved) it
+// returns the events still queued, then the removal error. The wait
+// occupies an OS thread. Close ends it with ErrClosed.
 func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	const verb = "wait_async_event"
 	if !c.gate.enter() {
 		return AsyncEvent{}, closedError(verb)
 	}
 	defer c.gate.leave()
-	cancelFD := -1
-	if ctx.Done() != nil {
-		efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-		if err != nil {
-			return AsyncEvent{}, fmt.Errorf("uverbs: wait_async_event: eventfd: %w", err)
-		}
-		defer unix.Close(efd)
-		var done sync.WaitGroup
-		done.Add(1)
-		stop := context.AfterFunc(ctx, func() {
-			defer done.Done()
-			unix.Write(efd, []byte{1, 0, 0, 0, 0, 0, 0, 0})
-		})
-		defer func() {
-			if !stop() {
-				done.Wait() // no write may reach the fd after it is closed
-			}
-		}()
-		cancelFD = efd
-	}
 	for {
 		if c.gate.closed() { // Close is waiting for this wait to end
 			return AsyncEvent{}, closedError(verb)
@@ -213,23 +197,19 @@ func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 		if err != errNoAsyncEvent {
 			return ev, err
 		}
-		if err := ctx.Err(); err != nil {
+		if err := c.Err(); err != nil { // the events queued before it were returned
 			return AsyncEvent{}, err
 		}
-		fds := []unix.PollFd{
-			{Fd: int32(c.asyncFD.int()), Events: unix.POLLIN},
-			{Fd: int32(cancelFD), Events: unix.POLLIN},
-			{Fd: int32(c.wake.int()), Events: unix.POLLIN},
-		}
-		if _, err := unix.Ppoll(fds, nil, nil); err != nil && err != unix.EINTR {
-			return AsyncEvent{}, fmt.Errorf("uverbs: wait_async_event: poll: %w", err)
-		}
+		err = c.asyncWait.Wait(ctx, time.Time{}, c.asyncFD.int(), c.removal.fd.int())
 		runtime.KeepAlive(c)
-		if fds[2].Revents != 0 {
+		switch {
+		case err == nil:
+		case errors.Is(err, fdwait.ErrClosed):
 			return AsyncEvent{}, closedError(verb)
-		}
-		if fds[0].Revents&(unix.POLLERR|unix.POLLNVAL) != 0 {
-			return AsyncEvent{}, fmt.Errorf("uverbs: wait_async_event: async fd failed (revents %#x)", fds[0].Revents)
+		case err == ctx.Err():
+			return AsyncEvent{}, err
+		default:
+			return AsyncEvent{}, fmt.Errorf("uverbs: %s: %w", verb, err)
 		}
 	}
 }

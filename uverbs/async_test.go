@@ -7,6 +7,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/pureverbs/pureverbs/uverbs/fdwait"
 	"golang.org/x/sys/unix"
 )
 
@@ -78,7 +79,12 @@ func TestAsyncEventResolvesObjects(t *testing.T) {
 // with the context's error when it is cancelled.
 func TestWaitAsyncEvent(t *testing.T) {
 	r, w := nonblockingPipe(t)
-	c := &Context{asyncFD: &fileDesc{raw: r}}
+	p, err := fdwait.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := &Context{asyncFD: &fileDesc{raw: r}, asyncWait: p}
 	writeAsync(t, w, EventPortActive, 1)
 	if ev, err := c.WaitAsyncEvent(context.Background()); err != nil || ev.Type != EventPortActive {
 		t.Fatalf("queued: %+v, %v", ev, err)

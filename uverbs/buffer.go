@@ -42,6 +42,10 @@ type Buffer struct {
 	size   int    // bytes asked for
 	watch  leakcheck.Watch
 	closed atomic.Bool // set by Close before it unmaps
+	// mapped is read-held by LoadByte across its check of closed and its
+	// load, and write-held by Close across the unmap: a load never reads
+	// an unmapped page (a fatal fault, not a panic).
+	mapped sync.RWMutex
 
 	mu   sync.Mutex
 	regs int // live memory regions on this buffer
@@ -116,6 +120,8 @@ func (b *Buffer) Close() error {
 	if n := b.regs; n != 0 {
 		return fmt.Errorf("uverbs: buffer still registered by %d memory regions: %w", n, unix.EBUSY)
 	}
+	b.mapped.Lock()
+	defer b.mapped.Unlock()
 	b.closed.Store(true)
 	b.watch.Closed()
 	if err := unix.Munmap(b.mem); err != nil {

@@ -29,3 +29,41 @@ func TestBufferLoadByte(t *testing.T) {
 	}()
 	b.LoadByte(64)
 }
+
+// LoadByte after Close returns 0, as Bytes returns nil and Addr 0, rather
+// than loading from the unmapped memory (a fatal, unrecoverable fault);
+// and a Close while another goroutine polls with LoadByte waits for the
+// load in flight instead of unmapping under it.
+func TestBufferLoadByteAfterClose(t *testing.T) {
+	b, err := NewBuffer(4096, BufferOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Bytes()[7] = 9
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.LoadByte(7); got != 0 {
+		t.Fatalf("LoadByte(7) after Close = %d, want 0", got)
+	}
+	for range 200 {
+		b, err := NewBuffer(4096, BufferOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Bytes()[100] = 1
+		polling := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			close(polling)
+			for b.LoadByte(100) == 1 {
+			}
+		}()
+		<-polling
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+	}
+}

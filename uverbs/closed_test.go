@@ -3,6 +3,7 @@ package uverbs
 import (
 	"context"
 	"errors"
+	"github.com/pureverbs/pureverbs/uverbs/fdwait"
 	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 	"runtime"
@@ -225,11 +226,9 @@ func TestContextCloseWakesWaitAsyncEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.asyncFD = ownFD(rd, "async pipe")
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
+	if c.asyncWait, err = fdwait.New(); err != nil {
 		t.Fatal(err)
 	}
-	c.wake = ownFD(efd, "wake eventfd")
 	errc := make(chan error, 2)
 	for _, ctx := range []context.Context{context.Background(), t.Context()} {
 		go func() {

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync/atomic"
 
+	"github.com/pureverbs/pureverbs/uverbs/fdwait"
 	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
 )
@@ -36,11 +37,12 @@ type Context struct {
 	// gate is held by every command, mmap and event read on the fds;
 	// Close shuts it before it closes them.
 	gate gate
-	// wake is an eventfd Close writes (and never drains) before it shuts
-	// the gate, so that WaitAsyncEvent, which holds the gate while it
-	// polls, returns ErrClosed at once.
-	wake  *fileDesc
-	watch leakcheck.Watch
+	// asyncWait is what WaitAsyncEvent waits on the async fd with; Close
+	// closes it before it shuts the gate, so that WaitAsyncEvent, which
+	// holds the gate while it waits, returns ErrClosed at once.
+	asyncWait *fdwait.Poller
+	removal   removal // whether the device is still there
+	watch     leakcheck.Watch
 }
 
 // Open opens d's character device and creates a device context
@@ -74,12 +76,16 @@ func Open(d Device) (*Context, error) {
 		c.Close()
 		return nil, fmt.Errorf("uverbs: get_context: async fd: %w", err)
 	}
-	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	p, err := fdwait.New()
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("uverbs: get_context: eventfd: %w", err)
+		return nil, fmt.Errorf("uverbs: get_context: %w", err)
 	}
-	c.wake = ownFD(wake, "uverbs.Context wake eventfd")
+	c.asyncWait = p
+	if err := c.watchPresence(); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -140,8 +146,8 @@ func (c *Context) NumCompVectors() int { return c.numCompVectors }
 // Close may run concurrently with them. It returns the errors of closing
 // the fds, if any, but closes the Context either way; it is idempotent.
 func (c *Context) Close() error {
-	if w := c.wake.int(); w >= 0 {
-		unix.Write(w, eventfdOne[:])
+	if c.asyncWait != nil {
+		c.asyncWait.Close() // returns once every WaitAsyncEvent has left it
 	}
 	runtime.KeepAlive(c)
 	var err error
@@ -156,14 +162,13 @@ func (c *Context) Close() error {
 		if e := c.fd.close(); e != nil {
 			err = errors.Join(err, fmt.Errorf("uverbs: close %s: %w", c.dev.Path, e))
 		}
-		c.wake.close()
+		if e := c.removal.stop(); e != nil {
+			err = errors.Join(err, fmt.Errorf("uverbs: close removal eventfd: %w", e))
+		}
 		return nil
 	})
 	return err
 }
-
-// eventfdOne is the 8-byte count 1, what a write to an eventfd adds.
-var eventfdOne = [8]byte{1}
 
 // released reports whether the context was closed (or is being closed), so
 // that the kernel releases every object of it: destroying a child is then

@@ -16,27 +16,8 @@
 // [Open]), the [Context] and its queries, protection domains ([PD]),
 // off-heap buffers ([Buffer]) and memory regions ([MR], [MR.SGE]), and GIDs
 // ([Context.FindGID], [Context.NetdevGID]); completion queues and queue
-// pairs come from packages cq and qp. One side of a reliable connection
-// (errors elided; package qp's example runs both sides):
-//
-//	dev, _ := uverbs.DeviceByName("rxe0")
-//	ctx, _ := uverbs.Open(dev)                // defer ctx.Close(): it closes the rest too
-//	port, _ := ctx.QueryPort(1)
-//	sgid, _ := ctx.FindGID(1, netip.MustParseAddr("10.99.0.1")) // this side's RoCE v2 GID
-//	pd, _ := ctx.AllocPD()
-//	buf, _ := uverbs.NewBuffer(4096, uverbs.BufferOptions{})
-//	mr, _ := pd.RegisterMR(buf, uverbs.AccessLocalWrite)
-//	c, _ := cq.New(ctx, 64, nil)
-//	q, _ := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c})
-//	me := qp.Peer{QPN: q.Num(), PSN: 1, GID: sgid.GID} // send me.MarshalText() to the peer,
-//	var peer qp.Peer                                   // and peer.UnmarshalText what it sends
-//	q.Connect(peer, qp.ConnectOptions{SGID: sgid, PathMTU: port.ActiveMTU, SendPSN: me.PSN})
-//	rx, _ := mr.SGE(0, 2048)
-//	tx, _ := mr.SGE(2048, 64) // 64 bytes from buf.Bytes()[2048:]
-//	q.PostRecv([]qp.RecvWR{{ID: 1, SGEs: []uverbs.SGE{rx}}}) // receives before the peer sends
-//	q.PostSend([]qp.SendWR{{ID: 2, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []uverbs.SGE{tx}}})
-//	wc := make([]cq.WC, 8)
-//	n, _ := c.Poll(wc) // poll until both are in: wc[i].WRID, .Status (cq.Success), .Opcode
+// pairs come from packages cq and qp, whose example runs the RC path from
+// the device to the completions in rxevm's VM, its output checked.
 //
 // # Optional features
 //
@@ -98,9 +79,14 @@
 // `rdma link delete` (or deleting the netdev under it) blocks in the kernel
 // until every process has closed every uverbs fd of the device (the
 // Context's command and async fds, and the ring mappings, which hold the
-// command fd open). A program sees no event while that happens; its verbs
-// keep working until it closes the Context, and then the delete completes
-// (integration/async_test.go, TestAsyncLinkDeleteWaitsForContext). A tool
-// that deletes links while contexts may be open must not wait on it
-// without a deadline.
+// command fd open). The kernel sends nothing on those fds meanwhile (and
+// 6.12's RDMA netlink UNREGISTER event only after the wait), but it
+// deletes the uverbs class device first: a Context looks for its sysfs
+// entry every PresenceInterval, and once it is gone Context.Err, waits on
+// the async fd and completion channels, the provider's posts and polls of
+// an empty CQ return a *DeviceRemovedError naming the device
+// (ErrDeviceRemoved); RemovalFD becomes readable for a caller's own epoll.
+// Closing the Context then lets the delete complete
+// (integration/removal_test.go). A tool that deletes links while contexts
+// may be open must not wait on it without a deadline.
 package uverbs

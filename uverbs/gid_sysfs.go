@@ -19,18 +19,41 @@ import (
 // port) and gid_attrs/ndevs/<i> the name of its netdev. The type and netdev
 // files of an empty slot cannot be read.
 
-// ibdevDir is the device's directory in sysfs.
-func (c *Context) ibdevDir() string {
-	return filepath.Join(c.sysfs, "class", "infiniband", c.dev.Name)
+// SysfsGIDTable reads every populated GID of every port of the RDMA device
+// name from the sysfs mounted at root (normally "/sys"), ordered by port
+// and index, without opening the device: what QueryGIDTable returns on a
+// kernel without the GID ioctl methods. An entry whose type or netdev
+// cannot be read fails the read (a table being filled is read again).
+func SysfsGIDTable(root, name string) ([]GIDEntry, error) {
+	return readSysfsGIDTable(root, name, "read_gid_table")
 }
 
-// sysfsGIDTable reads every populated GID of every port from sysfs.
-// Like the commands, it fails with ErrClosed after the Context's Close.
+// sysfsGIDTable reads the Context's GID table from sysfs. Like the
+// commands, it fails with ErrClosed after the Context's Close.
 func (c *Context) sysfsGIDTable(verb string) ([]GIDEntry, error) {
 	if c.released() {
 		return nil, closedError(verb)
 	}
-	ports, err := os.ReadDir(filepath.Join(c.ibdevDir(), "ports"))
+	return readSysfsGIDTable(c.sysfs, c.dev.Name, verb)
+}
+
+// sysfsGID reads one slot of port's GID table from sysfs. Like the
+// commands, it fails with ErrClosed after the Context's Close.
+func (c *Context) sysfsGID(verb string, port uint8, index int) (GIDEntry, error) {
+	if c.released() {
+		return GIDEntry{}, closedError(verb)
+	}
+	return readSysfsGID(c.sysfs, c.dev.Name, verb, port, index)
+}
+
+// ibdevDir is device name's directory in the sysfs at root.
+func ibdevDir(root, name string) string {
+	return filepath.Join(root, "class", "infiniband", name)
+}
+
+// readSysfsGIDTable is the one reader of a GID table in sysfs.
+func readSysfsGIDTable(root, name, verb string) ([]GIDEntry, error) {
+	ports, err := os.ReadDir(filepath.Join(ibdevDir(root, name), "ports"))
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: %s: %w", verb, err)
 	}
@@ -40,7 +63,7 @@ func (c *Context) sysfsGIDTable(verb string) ([]GIDEntry, error) {
 		if err != nil {
 			continue
 		}
-		gids, err := os.ReadDir(filepath.Join(c.ibdevDir(), "ports", p.Name(), "gids"))
+		gids, err := os.ReadDir(filepath.Join(ibdevDir(root, name), "ports", p.Name(), "gids"))
 		if err != nil {
 			return nil, fmt.Errorf("uverbs: %s: %w", verb, err)
 		}
@@ -52,7 +75,7 @@ func (c *Context) sysfsGIDTable(verb string) ([]GIDEntry, error) {
 		}
 		sort.Ints(idx)
 		for _, i := range idx {
-			e, err := c.sysfsGID(verb, uint8(port), i)
+			e, err := readSysfsGID(root, name, verb, uint8(port), i)
 			if errors.Is(err, ErrGIDUnused) {
 				continue
 			}
@@ -66,13 +89,9 @@ func (c *Context) sysfsGIDTable(verb string) ([]GIDEntry, error) {
 	return out, nil
 }
 
-// sysfsGID reads one slot of port's GID table from sysfs.
-// Like the commands, it fails with ErrClosed after the Context's Close.
-func (c *Context) sysfsGID(verb string, port uint8, index int) (GIDEntry, error) {
-	if c.released() {
-		return GIDEntry{}, closedError(verb)
-	}
-	dir := filepath.Join(c.ibdevDir(), "ports", strconv.Itoa(int(port)))
+// readSysfsGID reads one slot of port's GID table from sysfs.
+func readSysfsGID(root, name, verb string, port uint8, index int) (GIDEntry, error) {
+	dir := filepath.Join(ibdevDir(root, name), "ports", strconv.Itoa(int(port)))
 	i := strconv.Itoa(index)
 	s, err := readString(filepath.Join(dir, "gids", i))
 	if err != nil {
@@ -103,7 +122,7 @@ func (c *Context) sysfsGID(verb string, port uint8, index int) (GIDEntry, error)
 	}
 	// An IB GID has no netdev: its ndevs file cannot be read.
 	if ndev, err := readString(filepath.Join(dir, "gid_attrs", "ndevs", i)); err == nil && ndev != "" {
-		ifindex, err := readInt(filepath.Join(c.sysfs, "class", "net", ndev, "ifindex"))
+		ifindex, err := readInt(filepath.Join(root, "class", "net", ndev, "ifindex"))
 		if err != nil {
 			return GIDEntry{}, fmt.Errorf("uverbs: %s: port %d index %d: netdev %s: %w", verb, port, index, ndev, err)
 		}

@@ -23,7 +23,7 @@ func (c *Context) QueryPKey(port uint8, index int) (uint16, error) {
 	if index < 0 {
 		return 0, fmt.Errorf("uverbs: %s: index %d: %w", verb, index, unix.EINVAL)
 	}
-	s, err := readString(filepath.Join(c.ibdevDir(), "ports", strconv.Itoa(int(port)), "pkeys", strconv.Itoa(index)))
+	s, err := readString(filepath.Join(ibdevDir(c.sysfs, c.dev.Name), "ports", strconv.Itoa(int(port)), "pkeys", strconv.Itoa(index)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, fmt.Errorf("uverbs: %s: %s port %d has no P_Key index %d: %w", verb, c.dev.Name, port, index, unix.EINVAL)
 	}

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/cq"
-	"github.com/pureverbs/pureverbs/integration/topology"
 	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/tools/rxevm/topology"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 

@@ -34,8 +34,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/pureverbs/pureverbs/integration/topology"
 	"github.com/pureverbs/pureverbs/rxe/rxelink"
+	"github.com/pureverbs/pureverbs/tools/rxevm/topology"
 	"github.com/vishvananda/netlink"
 )
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/qp/rdmacm/ucma"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -24,24 +25,25 @@ func newUID() uint64 { return nextUID.Add(1) }
 // built (PD, CQ, completion channel, QP; not a QP passed to AcceptQP) and
 // a share of the device's uverbs.Context; Close releases all of it.
 type Conn struct {
-	ch    *uverbs.CMChannel
+	ch    *ucma.Channel
 	id    uint32
 	hasID bool // id is the kernel's (ids start at 0)
 	uid   uint64
 	udp   bool // UDP port space (UD)
 
-	dev    *device
-	pd     *uverbs.PD
-	compCh *cq.Channel
-	cq     *cq.CQ
-	q      *qp.QP
-	own    bool // pd, compCh, cq and q were built here
+	dev     *device // kept after release: Context stays valid
+	devHeld bool    // the hold on dev is not yet released
+	pd      *uverbs.PD
+	compCh  *cq.Channel
+	cq      *cq.CQ
+	q       *qp.QP
+	own     bool // pd, compCh, cq and q were built here
 
 	local, remote netip.AddrPort
-	peer          uverbs.ConnParam // from the CONNECT_REQUEST or CONNECT_RESPONSE
-	ud            uverbs.UDParam   // a dialled UD connection's remote QPN, Q_Key, path
-	ah            *qp.AH           // towards ud's path
-	qkey          uint32           // a UD QP's own Q_Key
+	peer          ucma.ConnParam // from the CONNECT_REQUEST or CONNECT_RESPONSE
+	ud            ucma.UDParam   // a dialled UD connection's remote QPN, Q_Key, path
+	ah            *qp.AH         // towards ud's path
+	qkey          uint32         // a UD QP's own Q_Key
 
 	teardown func(*Conn) error // Options.Teardown, armed once Setup succeeded
 
@@ -64,7 +66,8 @@ func (c *Conn) CompChannel() *cq.Channel { return c.compCh }
 // PD is the protection domain the QP is in: register memory there.
 func (c *Conn) PD() *uverbs.PD { return c.pd }
 
-// Context is the device context the connection runs on.
+// Context is the device context the connection runs on; after Close it
+// is closed unless another connection still holds the device.
 func (c *Conn) Context() *uverbs.Context { return c.dev.ctx }
 
 // LocalAddr and RemoteAddr are the connection's two IP endpoints as the CM
@@ -75,7 +78,7 @@ func (c *Conn) RemoteAddr() netip.AddrPort { return c.remote }
 // PeerParam returns the peer's connection parameters: its private data (the
 // REQ's on the passive side, the REP's on the active side, full-size as
 // the CM delivers it), QPN and depths.
-func (c *Conn) PeerParam() uverbs.ConnParam { return c.peer }
+func (c *Conn) PeerParam() ucma.ConnParam { return c.peer }
 
 // PrivateData is the private data the peer sent (PeerParam().PrivateData).
 func (c *Conn) PrivateData() []byte { return c.peer.PrivateData }
@@ -84,7 +87,7 @@ func (c *Conn) PrivateData() []byte { return c.peer.PrivateData }
 // peer disconnected or died, or the connection timed out), DEVICE_REMOVAL,
 // UNREACHABLE, TIMEWAIT_EXIT, ADDR_CHANGE.
 type Event struct {
-	Type   uverbs.CMEventType
+	Type   EventType
 	Status int32
 }
 
@@ -99,10 +102,10 @@ func (c *Conn) WaitEvent(ctx context.Context) (Event, error) {
 		return Event{}, err
 	}
 	switch ev.Type {
-	case uverbs.CMEventDisconnected, uverbs.CMEventDeviceRemoval, uverbs.CMEventUnreachable:
+	case ucma.EventDisconnected, ucma.EventDeviceRemoval, ucma.EventUnreachable:
 		c.shutdown()
 	}
-	return Event{Type: ev.Type, Status: ev.Status}, nil
+	return Event{Type: EventType(ev.Type), Status: ev.Status}, nil
 }
 
 // Disconnect moves the QP to ERROR (flushing what is outstanding) and sends
@@ -220,8 +223,10 @@ func (c *Conn) release() error {
 			errs = append(errs, c.pd.Close())
 		}
 	}
-	devices.release(c.dev)
-	c.dev = nil
+	if c.devHeld {
+		errs = append(errs, devices.release(c.dev))
+		c.devHeld = false
+	}
 	return errors.Join(errs...)
 }
 
@@ -244,7 +249,7 @@ func (c *Conn) releaseCM() error {
 }
 
 func isEINVAL(err error) bool {
-	var e *uverbs.Error
+	var e *ucma.Error
 	return errors.As(err, &e) && e.Errno == 22
 }
 
@@ -286,7 +291,7 @@ const modifyMask qp.AttrMask = 1<<21 - 1
 // toStateFromCM moves q to state with the attributes the CM gives for it
 // (rdma_init_qp_attr, then ibv_modify_qp); adjust, if set, changes them
 // first.
-func toStateFromCM(ch *uverbs.CMChannel, id uint32, q *qp.QP, state qp.State, adjust func(*qp.Attr)) error {
+func toStateFromCM(ch *ucma.Channel, id uint32, q *qp.QP, state qp.State, adjust func(*qp.Attr)) error {
 	attr, mask, err := initQPAttr(ch, id, state)
 	if err != nil {
 		return err
@@ -301,7 +306,7 @@ func toStateFromCM(ch *uverbs.CMChannel, id uint32, q *qp.QP, state qp.State, ad
 }
 
 // initQPAttr is rdma_init_qp_attr in the qp package's terms.
-func initQPAttr(ch *uverbs.CMChannel, id uint32, state qp.State) (qp.Attr, qp.AttrMask, error) {
+func initQPAttr(ch *ucma.Channel, id uint32, state qp.State) (qp.Attr, qp.AttrMask, error) {
 	v, mask, err := ch.InitQPAttr(id, uverbs.QPState(state))
 	if err != nil {
 		return qp.Attr{}, 0, err
@@ -320,8 +325,8 @@ func initQPAttr(ch *uverbs.CMChannel, id uint32, state qp.State) (qp.Attr, qp.At
 }
 
 // connParam is this side's connect or accept parameters.
-func (c *Conn) connParam(o *Options, resp, init uint8) uverbs.ConnParam {
-	return uverbs.ConnParam{
+func (c *Conn) connParam(o *Options, resp, init uint8) ucma.ConnParam {
+	return ucma.ConnParam{
 		QPNum:              c.q.Num(),
 		PrivateData:        o.PrivateData,
 		ResponderResources: resp,
@@ -335,7 +340,7 @@ func (c *Conn) connParam(o *Options, resp, init uint8) uverbs.ConnParam {
 // that do not end the step (ADDR_CHANGE, an ESTABLISHED of no interest);
 // REJECTED, UNREACHABLE, CONNECT_ERROR and the resolution errors end it
 // with an error.
-func (c *Conn) awaitEvent(ctx context.Context, op, addr string, want ...uverbs.CMEventType) (uverbs.CMEvent, error) {
+func (c *Conn) awaitEvent(ctx context.Context, op, addr string, want ...ucma.EventType) (ucma.Event, error) {
 	for {
 		ev, err := c.ch.WaitEvent(ctx)
 		if err != nil {
@@ -343,19 +348,19 @@ func (c *Conn) awaitEvent(ctx context.Context, op, addr string, want ...uverbs.C
 		}
 		for _, w := range want {
 			if ev.Type == w {
-				if ev.Status != 0 && w != uverbs.CMEventConnectRequest {
-					return ev, &EventError{Op: op, Addr: addr, Event: ev.Type, Status: ev.Status}
+				if ev.Status != 0 && w != ucma.EventConnectRequest {
+					return ev, &EventError{Op: op, Addr: addr, Event: EventType(ev.Type), Status: ev.Status}
 				}
 				return ev, nil
 			}
 		}
 		switch ev.Type {
-		case uverbs.CMEventRejected:
+		case ucma.EventRejected:
 			p := ev.ConnParam()
 			return ev, &RejectError{Addr: addr, Reason: int(ev.Status), PrivateData: p.PrivateData}
-		case uverbs.CMEventAddrError, uverbs.CMEventRouteError, uverbs.CMEventUnreachable,
-			uverbs.CMEventConnectError, uverbs.CMEventDeviceRemoval, uverbs.CMEventDisconnected:
-			return ev, &EventError{Op: op, Addr: addr, Event: ev.Type, Status: ev.Status}
+		case ucma.EventAddrError, ucma.EventRouteError, ucma.EventUnreachable,
+			ucma.EventConnectError, ucma.EventDeviceRemoval, ucma.EventDisconnected:
+			return ev, &EventError{Op: op, Addr: addr, Event: EventType(ev.Type), Status: ev.Status}
 		}
 	}
 }

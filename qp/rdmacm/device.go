@@ -56,10 +56,11 @@ func (t *deviceTable) acquire(guid uint64) (*device, error) {
 	return nil, fmt.Errorf("rdmacm: no uverbs device has node GUID %016x (the CM bound the id to it)", guid)
 }
 
-// release drops one hold; the last closes the context.
-func (t *deviceTable) release(d *device) {
+// release drops one hold; the last closes the context and returns what
+// that Close returned.
+func (t *deviceTable) release(d *device) error {
 	if d == nil {
-		return
+		return nil
 	}
 	t.mu.Lock()
 	d.refs--
@@ -68,7 +69,11 @@ func (t *deviceTable) release(d *device) {
 		delete(t.open, d.guid)
 	}
 	t.mu.Unlock()
-	if last {
-		d.ctx.Close()
+	if !last {
+		return nil
 	}
+	if err := d.ctx.Close(); err != nil {
+		return fmt.Errorf("rdmacm: close the context of %s: %w", d.ctx.Device().Name, err)
+	}
+	return nil
 }

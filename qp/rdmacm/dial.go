@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/qp/rdmacm/ucma"
 	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -58,7 +59,7 @@ func Dial(ctx context.Context, address string, o Options) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := dialID(ctx, dst, &o, uverbs.PortSpaceTCP, qp.RC)
+	c, err := dialID(ctx, dst, &o, ucma.PortSpaceTCP, qp.RC)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +71,7 @@ func Dial(ctx context.Context, address string, o Options) (*Conn, error) {
 
 // dialID resolves dst and its route (resolveID) and builds the QP (in
 // RESET) on the device the route uses.
-func dialID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.PortSpace, typ qp.Type) (*Conn, error) {
+func dialID(ctx context.Context, dst netip.AddrPort, o *Options, ps ucma.PortSpace, typ qp.Type) (*Conn, error) {
 	c, err := resolveID(ctx, dst, o, ps, typ)
 	if err != nil {
 		return nil, err
@@ -92,19 +93,19 @@ func privateDataLimit(udp bool) int {
 	return MaxPrivateDataREQ
 }
 
-func resolveID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.PortSpace, typ qp.Type) (_ *Conn, err error) {
+func resolveID(ctx context.Context, dst netip.AddrPort, o *Options, ps ucma.PortSpace, typ qp.Type) (_ *Conn, err error) {
 	addr := dst.String()
-	if maxData := privateDataLimit(ps == uverbs.PortSpaceUDP); len(o.PrivateData) > maxData {
+	if maxData := privateDataLimit(ps == ucma.PortSpaceUDP); len(o.PrivateData) > maxData {
 		return nil, fmt.Errorf("rdmacm: dial %s: %d bytes of private data, a REQ carries %d: %w", addr, len(o.PrivateData), maxData, unix.EINVAL)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ch, err := uverbs.OpenCMChannel()
+	ch, err := ucma.Open()
 	if err != nil {
 		return nil, err
 	}
-	c := &Conn{ch: ch, uid: newUID(), udp: ps == uverbs.PortSpaceUDP}
+	c := &Conn{ch: ch, uid: newUID(), udp: ps == ucma.PortSpaceUDP}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.release())
@@ -121,13 +122,13 @@ func resolveID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.Po
 	if err := ch.ResolveAddr(c.id, src, dst, o.resolveTimeout()); err != nil {
 		return nil, wrapStep("resolve address", addr, err)
 	}
-	if _, err := c.awaitEvent(ctx, "resolve address", addr, uverbs.CMEventAddrResolved); err != nil {
+	if _, err := c.awaitEvent(ctx, "resolve address", addr, ucma.EventAddrResolved); err != nil {
 		return nil, err
 	}
 	if err := ch.ResolveRoute(c.id, o.resolveTimeout()); err != nil {
 		return nil, wrapStep("resolve route", addr, err)
 	}
-	if _, err := c.awaitEvent(ctx, "resolve route", addr, uverbs.CMEventRouteResolved); err != nil {
+	if _, err := c.awaitEvent(ctx, "resolve route", addr, ucma.EventRouteResolved); err != nil {
 		return nil, err
 	}
 	info, err := ch.QueryAddr(c.id)
@@ -138,6 +139,7 @@ func resolveID(ctx context.Context, dst netip.AddrPort, o *Options, ps uverbs.Po
 	if c.dev, err = devices.acquire(info.NodeGUID); err != nil {
 		return nil, wrapStep("dial", addr, err)
 	}
+	c.devHeld = true
 	return c, nil
 }
 
@@ -154,15 +156,15 @@ func (c *Conn) connectRC(ctx context.Context, o *Options) error {
 		return err
 	}
 	p := c.connParam(o, max(o.ResponderResources, 1), max(o.InitiatorDepth, 1))
-	if err := c.ch.Connect(c.id, p, uverbs.ECE{}); err != nil {
+	if err := c.ch.Connect(c.id, p, ucma.ECE{}); err != nil {
 		return wrapStep("connect", addr, err)
 	}
-	ev, err := c.awaitEvent(ctx, "connect", addr, uverbs.CMEventConnectResponse, uverbs.CMEventEstablished)
+	ev, err := c.awaitEvent(ctx, "connect", addr, ucma.EventConnectResponse, ucma.EventEstablished)
 	if err != nil {
 		return err
 	}
 	c.peer = ev.ConnParam()
-	if ev.Type == uverbs.CMEventEstablished {
+	if ev.Type == ucma.EventEstablished {
 		// iWARP: the CM moved the QP itself.
 		c.connected = true
 		return nil
@@ -174,7 +176,7 @@ func (c *Conn) connectRC(ctx context.Context, o *Options) error {
 			return wrapStep("connect", addr, err)
 		}
 	}
-	if err := c.ch.Accept(c.id, c.uid, nil, uverbs.ECE{}); err != nil {
+	if err := c.ch.Accept(c.id, c.uid, nil, ucma.ECE{}); err != nil {
 		c.q.ToError()
 		return wrapStep("connect", addr, err)
 	}

@@ -38,6 +38,22 @@
 // rejected connect is a *RejectError with the reason and the peer's
 // private data; errors.Is(err, unix.ECONNREFUSED) is true for it.
 //
+// The package example runs a Listen/Dial pair with a two-phase accept and
+// a first SEND in rxevm's VM, its output checked.
+//
+// In librdmacm's terms: Dial is rdma_create_id, rdma_resolve_addr,
+// rdma_resolve_route, rdma_create_qp and rdma_connect (and the RTU that
+// rdma_get_cm_event sends on CONNECT_RESPONSE); Listen is rdma_bind_addr and
+// rdma_listen; Listener.Request is rdma_get_cm_event's CONNECT_REQUEST with
+// rdma_migrate_id to a channel of the request's own; Request.Accept and
+// AcceptQP are rdma_accept after rdma_create_qp or on the caller's QP;
+// Request.Reject is rdma_reject (at most 148 bytes of private data);
+// Conn.WaitEvent, Disconnect and Close are rdma_get_cm_event,
+// rdma_disconnect and rdma_destroy_qp/rdma_destroy_id; Resolve and
+// Route.ConnectQP are the active side with the caller's QP (rping -q's
+// client). Over RoCE a REQ carries at most 56 bytes of private data, a REP
+// 196.
+//
 // The QP transitions are librdmacm's: on the active side INIT from
 // rdma_init_qp_attr when the QP is created; on CONNECT_RESPONSE INIT again
 // (the access the CM grants), RTR and RTS, then the RTU (an accept without

@@ -47,7 +47,7 @@ func (e *RejectError) Unwrap() error { return unix.ECONNREFUSED }
 type EventError struct {
 	Op     string // "resolve address", "resolve route", "connect", "accept"
 	Addr   string // the address the step was about
-	Event  uverbs.CMEventType
+	Event  EventType
 	Status int32 // the event's status: a negative errno
 }
 
@@ -59,7 +59,7 @@ func (e *EventError) Error() string {
 	} else if e.Status > 0 {
 		msg += fmt.Sprintf(" (status %d)", e.Status)
 	}
-	if e.Event == uverbs.CMEventAddrError && unix.Errno(-e.Status) == unix.ENODEV {
+	if e.Event == EventAddrError && unix.Errno(-e.Status) == unix.ENODEV {
 		msg += " (no RDMA device owns an address that routes to it)"
 	}
 	return msg

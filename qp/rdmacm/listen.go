@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/qp/rdmacm/ucma"
 	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -16,12 +17,21 @@ import (
 // event channel carries only its connection requests: each request's new
 // id moves to a channel of its own (rdma_migrate_id) as it is taken.
 type Listener struct {
-	ch   *uverbs.CMChannel
+	ch   *ucma.Channel
 	id   uint32
 	uid  uint64
 	addr netip.AddrPort
 	opts Options
 	udp  bool
+	// dev is the device the id is bound to, when known (devKnown), for
+	// the error of its removal.
+	dev      uverbs.Device
+	devKnown bool
+
+	// closing is cancelled by Close: it ends the accepts past their
+	// request (waiting for ESTABLISHED) with ErrClosed.
+	closing       context.Context
+	cancelClosing context.CancelFunc
 
 	mu      sync.Mutex
 	closed  bool
@@ -34,10 +44,10 @@ type Listener struct {
 // o applies to the connections Accept builds. It does not block; ctx is
 // only checked.
 func Listen(ctx context.Context, address string, o Options) (*Listener, error) {
-	return listen(ctx, address, o, uverbs.PortSpaceTCP, qp.RC)
+	return listen(ctx, address, o, ucma.PortSpaceTCP, qp.RC)
 }
 
-func listen(ctx context.Context, address string, o Options, ps uverbs.PortSpace, typ qp.Type) (_ *Listener, err error) {
+func listen(ctx context.Context, address string, o Options, ps ucma.PortSpace, typ qp.Type) (_ *Listener, err error) {
 	ap, err := parseAddr(ctx, address)
 	if err != nil {
 		return nil, err
@@ -45,13 +55,15 @@ func listen(ctx context.Context, address string, o Options, ps uverbs.PortSpace,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ch, err := uverbs.OpenCMChannel()
+	ch, err := ucma.Open()
 	if err != nil {
 		return nil, err
 	}
-	l := &Listener{ch: ch, uid: newUID(), opts: o, udp: ps == uverbs.PortSpaceUDP, pending: map[*Request]struct{}{}}
+	l := &Listener{ch: ch, uid: newUID(), opts: o, udp: ps == ucma.PortSpaceUDP, pending: map[*Request]struct{}{}}
+	l.closing, l.cancelClosing = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
+			l.cancelClosing()
 			ch.Close() // destroys the id too
 		}
 	}()
@@ -65,8 +77,11 @@ func listen(ctx context.Context, address string, o Options, ps uverbs.PortSpace,
 		return nil, wrapStep("listen", ap.String(), err)
 	}
 	l.addr = ap
-	if info, err := ch.QueryAddr(l.id); err == nil && info.Src.IsValid() {
-		l.addr = info.Src
+	if info, err := ch.QueryAddr(l.id); err == nil {
+		if info.Src.IsValid() {
+			l.addr = info.Src
+		}
+		l.dev, l.devKnown = deviceByGUID(info.NodeGUID)
 	}
 	return l, nil
 }
@@ -89,17 +104,20 @@ func (l *Listener) Accept(ctx context.Context) (*Conn, error) {
 // Request waits for the next connection request (a CONNECT_REQUEST event)
 // and returns it, its id already on an event channel of its own. The
 // request must be accepted or rejected; the listener's Close rejects it
-// otherwise. It returns ctx.Err() when ctx is done and ErrClosed once the
-// listener is closed.
+// otherwise. It returns ctx.Err() when ctx is done, ErrClosed once the
+// listener is closed, and an *EventError (DEVICE_REMOVAL) when the device
+// the listener is bound to goes away; that error also matches
+// uverbs.ErrDeviceRemoved and names the device when it was known at
+// Listen.
 func (l *Listener) Request(ctx context.Context) (*Request, error) {
 	for {
 		ev, err := l.ch.WaitEvent(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if ev.Type != uverbs.CMEventConnectRequest {
-			if ev.Type == uverbs.CMEventDeviceRemoval {
-				return nil, &EventError{Op: "listen", Addr: l.addr.String(), Event: ev.Type, Status: ev.Status}
+		if ev.Type != ucma.EventConnectRequest {
+			if ev.Type == ucma.EventDeviceRemoval {
+				return nil, removalError(&EventError{Op: "listen", Addr: l.addr.String(), Event: EventType(ev.Type), Status: ev.Status}, l.dev, l.devKnown)
 			}
 			continue
 		}
@@ -113,15 +131,15 @@ func (l *Listener) Request(ctx context.Context) (*Request, error) {
 
 // take moves a request's new id to a channel of its own and learns where
 // it came from. On failure the request is rejected.
-func (l *Listener) take(ev *uverbs.CMEvent) (_ *Request, err error) {
+func (l *Listener) take(ev *ucma.Event) (_ *Request, err error) {
 	r := &Request{l: l, id: ev.ID, udp: l.udp}
 	if l.udp {
 		u := ev.UDParam()
-		r.param = uverbs.ConnParam{QPNum: u.QPNum, QKey: u.QKey, PrivateData: u.PrivateData}
+		r.param = ucma.ConnParam{QPNum: u.QPNum, QKey: u.QKey, PrivateData: u.PrivateData}
 	} else {
 		r.param = ev.ConnParam()
 	}
-	r.ch, err = uverbs.OpenCMChannel()
+	r.ch, err = ucma.Open()
 	if err != nil {
 		l.ch.Reject(ev.ID, 0, nil)
 		l.ch.DestroyID(ev.ID)
@@ -150,8 +168,7 @@ func (l *Listener) take(ev *uverbs.CMEvent) (_ *Request, err error) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		devices.release(r.dev)
-		return nil, ErrClosed
+		return nil, errors.Join(ErrClosed, devices.release(r.dev))
 	}
 	l.pending[r] = struct{}{}
 	l.mu.Unlock()
@@ -161,7 +178,8 @@ func (l *Listener) take(ev *uverbs.CMEvent) (_ *Request, err error) {
 // Close stops listening. Requests queued and not yet taken, and requests
 // taken but neither accepted nor rejected, are rejected (reason 28,
 // consumer); established connections are not affected. A Request or
-// Accept waiting returns ErrClosed. Idempotent.
+// Accept waiting returns ErrClosed, an Accept waiting for ESTABLISHED
+// too (its request is rejected). Idempotent.
 func (l *Listener) Close() error {
 	l.mu.Lock()
 	if l.closed {
@@ -172,6 +190,7 @@ func (l *Listener) Close() error {
 	pending := l.pending
 	l.pending = nil
 	l.mu.Unlock()
+	l.cancelClosing()
 	var errs []error
 	// Refuse what is queued, explicitly, before the listener goes.
 	for {
@@ -179,7 +198,7 @@ func (l *Listener) Close() error {
 		if err != nil {
 			break
 		}
-		if ev.Type == uverbs.CMEventConnectRequest {
+		if ev.Type == ucma.EventConnectRequest {
 			l.ch.Reject(ev.ID, 0, nil)
 			l.ch.DestroyID(ev.ID)
 		}
@@ -205,10 +224,10 @@ func (l *Listener) forget(r *Request) {
 // what, and the device it arrived on. Accept, AcceptQP or Reject it once.
 type Request struct {
 	l     *Listener
-	ch    *uverbs.CMChannel
+	ch    *ucma.Channel
 	id    uint32
 	udp   bool
-	param uverbs.ConnParam
+	param ucma.ConnParam
 	dev   *device
 
 	local, remote netip.AddrPort
@@ -222,7 +241,7 @@ type Request struct {
 // sender's data first), its QPN, and in ResponderResources and
 // InitiatorDepth what it asks this side to grant and may grant in return.
 // For a UD request, QPNum and QKey are the requester's.
-func (r *Request) Param() uverbs.ConnParam { return r.param }
+func (r *Request) Param() ucma.ConnParam { return r.param }
 
 // PrivateData is Param().PrivateData.
 func (r *Request) PrivateData() []byte { return r.param.PrivateData }
@@ -269,8 +288,7 @@ func (r *Request) reject(privateData []byte, forget bool) error {
 	err := r.ch.Reject(r.id, 0, privateData)
 	r.ch.DestroyID(r.id)
 	r.ch.Close()
-	devices.release(r.dev)
-	return err
+	return errors.Join(err, devices.release(r.dev))
 }
 
 // Accept builds a PD, CQ and QP on the request's device as o says, takes
@@ -308,7 +326,11 @@ func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (_ *Conn, er
 		return nil, ErrClosed
 	}
 	r.l.forget(r)
-	c := &Conn{ch: r.ch, id: r.id, hasID: true, uid: newUID(), udp: r.udp, dev: r.dev, local: r.local, remote: r.remote, peer: r.param}
+	// The listener's Close ends the wait for ESTABLISHED too.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(r.l.closing, func() { cancel(ErrClosed) })()
+	c := &Conn{ch: r.ch, id: r.id, hasID: true, uid: newUID(), udp: r.udp, dev: r.dev, devHeld: true, local: r.local, remote: r.remote, peer: r.param}
 	typ := qp.RC
 	if r.udp {
 		typ = qp.UD
@@ -329,7 +351,7 @@ func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (_ *Conn, er
 		}
 	}()
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, context.Cause(ctx)
 	}
 	if q != nil {
 		c.q = q
@@ -361,11 +383,14 @@ func (r *Request) accept(ctx context.Context, o *Options, q *qp.QP) (_ *Conn, er
 		return nil, err
 	}
 	p := c.connParam(o, resp, init)
-	if err := c.ch.Accept(c.id, c.uid, &p, uverbs.ECE{}); err != nil {
+	if err := c.ch.Accept(c.id, c.uid, &p, ucma.ECE{}); err != nil {
 		return nil, wrapStep("accept", addr, err)
 	}
 	c.connected = true
-	if _, err := c.awaitEvent(ctx, "accept", addr, uverbs.CMEventEstablished); err != nil {
+	if _, err := c.awaitEvent(ctx, "accept", addr, ucma.EventEstablished); err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, ErrClosed) {
+			return nil, wrapStep("accept", addr, fmt.Errorf("listener closed: %w", cause))
+		}
 		return nil, err
 	}
 	return c, nil

@@ -5,7 +5,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/pureverbs/pureverbs/uverbs"
+	"github.com/pureverbs/pureverbs/qp/rdmacm/ucma"
+
 	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 )
 
@@ -16,7 +17,7 @@ import (
 // collector.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if _, err := os.Stat(uverbs.CMDevicePath); err != nil && flag.Lookup("test.skip").Value.String() == "" {
+	if _, err := os.Stat(ucma.DevicePath); err != nil && flag.Lookup("test.skip").Value.String() == "" {
 		flag.Set("test.skip", "^(Example|ExampleResolve|ExampleResolveUD)$")
 	}
 	os.Exit(leakcheck.Main(m))

@@ -50,11 +50,11 @@ func TestErrors(t *testing.T) {
 	if !errors.Is(re, unix.ECONNREFUSED) || !strings.Contains(re.Error(), "reason 28 (by the listening application)") {
 		t.Errorf("RejectError: %v", re)
 	}
-	ee := &EventError{Op: "resolve address", Addr: "10.99.0.77:1", Event: uverbs.CMEventAddrError, Status: -int32(unix.ENODEV)}
+	ee := &EventError{Op: "resolve address", Addr: "10.99.0.77:1", Event: EventAddrError, Status: -int32(unix.ENODEV)}
 	if !errors.Is(ee, unix.ENODEV) || !strings.Contains(ee.Error(), "10.99.0.77:1") || !strings.Contains(ee.Error(), "no RDMA device") {
 		t.Errorf("EventError: %v", ee)
 	}
-	ee = &EventError{Op: "connect", Addr: "a", Event: uverbs.CMEventUnreachable, Status: -int32(unix.ETIMEDOUT)}
+	ee = &EventError{Op: "connect", Addr: "a", Event: EventUnreachable, Status: -int32(unix.ETIMEDOUT)}
 	if !errors.Is(ee, unix.ETIMEDOUT) || ee.Error() != "rdmacm: connect a: UNREACHABLE: connection timed out" {
 		t.Errorf("EventError: %q", ee)
 	}
@@ -97,5 +97,24 @@ func TestRouteMisuse(t *testing.T) {
 	}
 	if err := r.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// Context after Close is the context the connection ran on (closed with
+// the device's last holder), not a nil dereference; Close lets go of its
+// hold on the device once, however often it is called.
+func TestConnContextAfterClose(t *testing.T) {
+	d := &device{guid: 1, ctx: new(uverbs.Context), refs: 2} // another holder keeps it open
+	c := &Conn{dev: d, devHeld: true}
+	for range 2 {
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Context(); got != d.ctx {
+			t.Fatalf("Context after Close = %p, want the device's %p", got, d.ctx)
+		}
+	}
+	if d.refs != 1 {
+		t.Fatalf("the device has %d holders after the Conn's Close, want 1", d.refs)
 	}
 }

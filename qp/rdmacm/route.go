@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/qp/rdmacm/ucma"
 	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -34,17 +35,17 @@ type Route struct {
 // o.PrivateData are refused here (EINVAL). The Route holds the device
 // context until ConnectQP hands it to the Conn, or Close.
 func Resolve(ctx context.Context, address string, o Options) (*Route, error) {
-	return resolveRoute(ctx, address, &o, uverbs.PortSpaceTCP, qp.RC)
+	return resolveRoute(ctx, address, &o, ucma.PortSpaceTCP, qp.RC)
 }
 
 // ResolveUD is Resolve in RDMA CM's UDP port space (as for DialUD): the
 // Route's ConnectQP then takes a UD QP and sends a SIDR request, at most
 // MaxPrivateDataSIDRREQ bytes of o.PrivateData.
 func ResolveUD(ctx context.Context, address string, o Options) (*Route, error) {
-	return resolveRoute(ctx, address, &o, uverbs.PortSpaceUDP, qp.UD)
+	return resolveRoute(ctx, address, &o, ucma.PortSpaceUDP, qp.UD)
 }
 
-func resolveRoute(ctx context.Context, address string, o *Options, ps uverbs.PortSpace, typ qp.Type) (*Route, error) {
+func resolveRoute(ctx context.Context, address string, o *Options, ps ucma.PortSpace, typ qp.Type) (*Route, error) {
 	dst, err := parseAddr(ctx, address)
 	if err != nil {
 		return nil, err

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/pureverbs/pureverbs/qp"
-	"github.com/pureverbs/pureverbs/uverbs"
+	"github.com/pureverbs/pureverbs/qp/rdmacm/ucma"
 )
 
 // DialUD resolves address ("ip:port" in RDMA CM's UDP port space) and
@@ -22,7 +22,7 @@ func DialUD(ctx context.Context, address string, o Options) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := dialID(ctx, dst, &o, uverbs.PortSpaceUDP, qp.UD)
+	c, err := dialID(ctx, dst, &o, ucma.PortSpaceUDP, qp.UD)
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +37,7 @@ func DialUD(ctx context.Context, address string, o Options) (*Conn, error) {
 // A UD Conn's peer is known only from what it sends (the GRH and the
 // source QPN of its datagrams).
 func ListenUD(ctx context.Context, address string, o Options) (*Listener, error) {
-	return listen(ctx, address, o, uverbs.PortSpaceUDP, qp.UD)
+	return listen(ctx, address, o, ucma.PortSpaceUDP, qp.UD)
 }
 
 // Remote is a UD connection's peer as the SIDR reply gave it: its QP
@@ -81,10 +81,10 @@ func (c *Conn) connectUD(ctx context.Context, o *Options) error {
 	if err := c.setup(o, "dial"); err != nil {
 		return err
 	}
-	if err := c.ch.Connect(c.id, uverbs.ConnParam{QPNum: c.q.Num(), PrivateData: o.PrivateData}, uverbs.ECE{}); err != nil {
+	if err := c.ch.Connect(c.id, ucma.ConnParam{QPNum: c.q.Num(), PrivateData: o.PrivateData}, ucma.ECE{}); err != nil {
 		return wrapStep("connect", addr, err)
 	}
-	ev, err := c.awaitEvent(ctx, "connect", addr, uverbs.CMEventEstablished)
+	ev, err := c.awaitEvent(ctx, "connect", addr, ucma.EventEstablished)
 	if err != nil {
 		return err
 	}
@@ -113,8 +113,8 @@ func (c *Conn) acceptUD(o *Options) error {
 	if err := c.setup(o, "accept"); err != nil {
 		return err
 	}
-	p := uverbs.ConnParam{QPNum: c.q.Num(), QKey: c.qkey, PrivateData: o.PrivateData}
-	if err := c.ch.Accept(c.id, c.uid, &p, uverbs.ECE{}); err != nil {
+	p := ucma.ConnParam{QPNum: c.q.Num(), QKey: c.qkey, PrivateData: o.PrivateData}
+	if err := c.ch.Accept(c.id, c.uid, &p, ucma.ECE{}); err != nil {
 		return wrapStep("accept", addr, err)
 	}
 	return nil

@@ -705,7 +705,7 @@ func (c *Conn) watchCM(ctx context.Context) {
 			return
 		}
 		switch ev.Type {
-		case uverbs.CMEventDisconnected, uverbs.CMEventDeviceRemoval, uverbs.CMEventUnreachable:
+		case rdmacm.EventDisconnected, rdmacm.EventDeviceRemoval, rdmacm.EventUnreachable:
 			c.mu.Lock()
 			c.state &^= stConnected | stWritable
 			c.mu.Unlock()

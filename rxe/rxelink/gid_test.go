@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pureverbs/pureverbs/uverbs"
 )
 
 // gidTable writes port 1 of device name: entries as sysfs prints them
@@ -28,6 +30,7 @@ func gidTable(t *testing.T, sys, name string, size int, entries map[int][3]strin
 		write(t, filepath.Join(port, "gid_attrs/ndevs", n), e[2]+"\n")
 	}
 	write(t, filepath.Join(sys, "class/infiniband", name, "parent"), "veth7\n")
+	write(t, filepath.Join(sys, "class/net/veth7/ifindex"), "7\n")
 }
 
 func fakeAddrs(t *testing.T, addrs ...string) {
@@ -51,9 +54,9 @@ func TestWaitGIDFindsTheEntryWhereverItIs(t *testing.T) {
 	sys := fakeSysfs(t)
 	gidTable(t, sys, "rxe9", 8, map[int][3]string{
 		0: {"fe80:0000:0000:0000:0000:00ff:fe00:0001", "IB/RoCE v1", "veth7"},
-		1: {"fe80:0000:0000:0000:0000:00ff:fe00:0001", RoCEv2, "veth7"},
+		1: {"fe80:0000:0000:0000:0000:00ff:fe00:0001", "RoCE v2", "veth7"},
 		2: {"0000:0000:0000:0000:0000:ffff:0a62:0001", "IB/RoCE v1", "veth7"},
-		3: {"0000:0000:0000:0000:0000:ffff:0a62:0001", RoCEv2, "veth7"},
+		3: {"0000:0000:0000:0000:0000:ffff:0a62:0001", "RoCE v2", "veth7"},
 	})
 	fakeAddrs(t, "10.98.0.1")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -62,7 +65,7 @@ func TestWaitGIDFindsTheEntryWhereverItIs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := GID{Index: 3, Addr: netip.MustParseAddr("10.98.0.1"), Type: RoCEv2, Netdev: "veth7"}
+	want := uverbs.GIDEntry{GID: uverbs.GID(netip.MustParseAddr("::ffff:10.98.0.1").As16()), Index: 3, Port: 1, Type: uverbs.GIDTypeRoCEv2, NetdevIndex: 7}
 	if g != want {
 		t.Errorf("WaitGID = %+v, want %+v", g, want)
 	}
@@ -80,7 +83,7 @@ func TestWaitGIDFindsTheEntryWhereverItIs(t *testing.T) {
 func TestWaitGIDTimesOutNamingTheTable(t *testing.T) {
 	sys := fakeSysfs(t)
 	gidTable(t, sys, "rxe9", 4, map[int][3]string{
-		1: {"fe80:0000:0000:0000:0000:00ff:fe00:0001", RoCEv2, "veth7"},
+		1: {"fe80:0000:0000:0000:0000:00ff:fe00:0001", "RoCE v2", "veth7"},
 	})
 	fakeAddrs(t, "10.98.0.1")
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)

@@ -63,7 +63,8 @@ type cmExchanger struct {
 	recv    [1]qp.RecvWR
 	sendWR  [1]qp.SendWR
 	wc      [2]cq.WC
-	gotRecv bool // a receive completed while waiting for a send
+	gotRecv bool   // a receive completed while waiting for a send
+	recvLen uint32 // the bytes the last receive took
 	timeout time.Duration
 }
 
@@ -176,6 +177,7 @@ func (x *cmExchanger) poll(wantRecv bool) error {
 				return fmt.Errorf(" Bad wc status %d (%v)", w.Status, w.Status)
 			}
 			if w.Opcode.IsRecv() {
+				x.recvLen = w.ByteLen
 				if wantRecv {
 					return nil
 				}
@@ -214,8 +216,20 @@ func (x *cmExchanger) read(msg []byte) error {
 	if err := x.poll(true); err != nil {
 		return err
 	}
+	if err := checkMessageLen(x.recvLen, len(msg)); err != nil {
+		return err
+	}
 	copy(msg, x.buf.Bytes()[cmRecvOff:cmRecvOff+len(msg)])
 	return x.conn.QP().PostRecv(x.recv[:])
+}
+
+// checkMessageLen refuses a received message of got bytes where want
+// were due: the rest of the receive would be the previous message's.
+func checkMessageLen(got uint32, want int) error {
+	if got != uint32(want) {
+		return fmt.Errorf("%w: a message of %d bytes where %d were due", errPeer, got, want)
+	}
+	return nil
 }
 
 func (x *cmExchanger) exchange(mine, theirs []byte) error {

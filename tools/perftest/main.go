@@ -21,6 +21,10 @@
 // other parameters, or gone) ends with an error instead of hanging, and
 // every exchange with the peer is bounded by a minute while it is expected
 // to answer at once (PERFTEST_TIMEOUT, a Go duration, sets both limits).
+// What the peer announces (version, page size, cache line, MTU, address
+// records) is checked before anything is sized or posted from it, and a
+// lie is refused naming the field and the value; a report that could not
+// be written in full fails the run.
 // -R runs the exchange and the test QPs over RDMA CM (package qp/rdmacm),
 // one connection per QP, RC or UD (perftest refuses UC there); -z only
 // the exchange.
@@ -37,14 +41,28 @@ import (
 	"os"
 	"runtime"
 	"time"
+
+	"github.com/pureverbs/pureverbs/tools/internal/errwriter"
 )
 
 func main() {
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
 
-// run is the whole program; it returns the exit status.
+// run is the whole program; it returns the exit status. A report that
+// could not be written in full fails the run (see errwriter).
 func run(args []string, stdout, stderr io.Writer) int {
+	out := errwriter.New(stdout)
+	status := runTool(args, out, stderr)
+	if err := out.Err(); err != nil {
+		fmt.Fprintf(stderr, "perftest: writing the report: %v\n", err)
+		return 1
+	}
+	return status
+}
+
+// runTool is run without the check of the report's writes.
+func runTool(args []string, stdout, stderr io.Writer) int {
 	if os.Getenv(envMallocs) == "1" {
 		runtime.MemProfileRate = 1 // see loopAllocs
 	}

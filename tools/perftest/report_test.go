@@ -2,7 +2,11 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"io"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -118,5 +122,25 @@ func TestLatReportOf(t *testing.T) {
 	r := latReportOf(o, posted, make([]int64, len(posted)))
 	if r.min != 5 || r.max != 50 || r.typical != 6.5 || r.avg != 6.5 {
 		t.Fatalf("%+v: want min 5, max 50, typical 6.5, avg 6.5", r)
+	}
+}
+
+// A report that cannot be written (stdout on a full disk) fails the run,
+// naming the error; perftest, and this tool before, exited 0. So does a
+// CPU profile that could not be written (pprof drops its write errors).
+func TestReportWriteFails(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer full.Close()
+	var errOut strings.Builder
+	if st := run([]string{"/usr/bin/ib_write_lat", "-V"}, full, &errOut); st != 1 || !strings.Contains(errOut.String(), "perftest: writing the report: write /dev/full: no space left on device") {
+		t.Errorf("status %d, stderr %q", st, errOut.String())
+	}
+	t.Setenv(envProfile, "/dev/full")
+	tl := &tool{stderr: io.Discard}
+	if err := tl.measure(func() error { return nil }); !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "CPU profile /dev/full") {
+		t.Errorf("measure with the profile on /dev/full: %v", err)
 	}
 }

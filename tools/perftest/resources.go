@@ -10,6 +10,7 @@ import (
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/qp/rdmacm"
+	"github.com/pureverbs/pureverbs/tools/internal/devwatch"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -21,6 +22,7 @@ type device struct {
 	port     uverbs.PortAttr
 	gid      uverbs.GIDEntry
 	outReads int
+	unwatch  func() // ends devwatch.Exit's watch of the device
 }
 
 // openDevice opens -d (or the first device), checks the port and picks
@@ -51,7 +53,13 @@ func openDevice(o *options, stdout, stderr io.Writer) (*device, error) {
 	if d.ctx, err = uverbs.Open(*found); err != nil {
 		return nil, fmt.Errorf(" Couldn't get context for the device: %w", err)
 	}
+	// A removed device ends the tool wherever it waits (for its peer's
+	// connection, too), so that `rdma link delete` can finish.
+	if d.unwatch, err = devwatch.Exit(d.ctx, "perftest", stderr); err != nil {
+		return nil, errors.Join(err, d.ctx.Close())
+	}
 	fail := func(err error) (*device, error) {
+		d.unwatch()
 		return nil, errors.Join(err, d.ctx.Close())
 	}
 	if d.port, err = d.ctx.QueryPort(o.ibPort); err != nil {

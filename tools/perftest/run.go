@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/tools/internal/errwriter"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -39,7 +40,10 @@ func runTest(o *options, stdout, stderr io.Writer) (err error) {
 	if t.d, err = openDevice(o, stdout, stderr); err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, t.d.ctx.Close()) }()
+	defer func() {
+		t.d.unwatch()
+		err = errors.Join(err, t.d.ctx.Close())
+	}()
 	if o.test.verb == verbRead || o.test.verb == verbAtomic {
 		fmt.Fprint(stdout, resultLine)
 		fmt.Fprintln(stderr, "Device not recognized to implement inline feature. Disabling it")
@@ -82,24 +86,11 @@ func runTest(o *options, stdout, stderr io.Writer) (err error) {
 	if o.test.verb == verbWrite && o.test.bw {
 		time.Sleep(time.Second) // ib_write_bw sleeps here
 	}
-	if !o.noVersions {
-		if err := t.s.exchangeVersions(); err != nil {
-			return err
-		}
-	}
-	cycle, err := t.s.exchangeU32(pageSize)
+	agreed, err := t.s.agreeSystem(sysData{pageSize: pageSize, cacheLine: cacheLine, mtu: mtu}, !o.noVersions, stderr)
 	if err != nil {
 		return err
 	}
-	line, err := t.s.exchangeU32(cacheLine)
-	if err != nil {
-		return err
-	}
-	peerMTU, err := t.s.exchangeMTU(mtu)
-	if err != nil {
-		return err
-	}
-	mtu = min(mtu, peerMTU)
+	mtu = agreed.mtu
 	if o.conn == qp.UD && o.size > mtuBytes(mtu) { // check_mtu
 		if o.method != runAll && o.sizeSet {
 			return errors.New(" Max message size in UD cannot be greater than MTU ")
@@ -107,7 +98,7 @@ func runTest(o *options, stdout, stderr io.Writer) (err error) {
 		fmt.Fprintf(stderr, " Max msg size in UD is MTU %d\n Changing to this MTU\n", mtuBytes(mtu))
 		o.size = mtuBytes(mtu)
 	}
-	cycleSize, lineSize := max(int(cycle), pageSize), max(int(line), cacheLine)
+	cycleSize, lineSize := agreed.pageSize, agreed.cacheLine
 	if o.rdmaCM {
 		t.e, err = t.connectCMQPs(func(on *uverbs.Context) (*end, error) {
 			return newEnd(o, t.d, on, cycleSize, lineSize, mtu)
@@ -163,13 +154,13 @@ func (t *tool) runWait() time.Duration {
 // shakeAll trades every QP's record, filling t.rem; with print set it
 // prints the peer's.
 func (t *tool) shakeAll(print bool) error {
-	for i := range t.my {
-		d, err := t.s.handShake(t.my[i])
-		if err != nil {
-			return err
-		}
-		t.rem[i] = d
-		if print {
+	rem, err := t.s.shakeRecords(t.my)
+	if err != nil {
+		return err
+	}
+	copy(t.rem, rem)
+	if print {
+		for _, d := range rem {
 			printDest(t.stdout, t.o, "remote", d)
 		}
 	}
@@ -549,26 +540,29 @@ const (
 
 // measure runs a measured loop, counting its heap allocations when
 // PERFTEST_MALLOCS=1.
-func (t *tool) measure(loop func() error) error {
+func (t *tool) measure(loop func() error) (err error) {
 	if path := os.Getenv(envProfile); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			return err
+		f, ferr := os.Create(path)
+		if ferr != nil {
+			return ferr
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return err
+		// pprof drops its write errors; w keeps them.
+		w := errwriter.New(f)
+		if perr := pprof.StartCPUProfile(w); perr != nil {
+			return errors.Join(perr, f.Close())
 		}
 		defer func() {
 			pprof.StopCPUProfile()
-			f.Close()
+			if perr := errors.Join(w.Err(), f.Close()); perr != nil {
+				err = errors.Join(err, fmt.Errorf("perftest: CPU profile %s: %w", path, perr))
+			}
 		}()
 	}
 	if os.Getenv(envMallocs) != "1" {
 		return loop()
 	}
 	before := loopAllocSites()
-	err := loop()
+	err = loop()
 	after := loopAllocSites()
 	fmt.Fprintf(t.stderr, "perftest: %d heap allocations in the measured loop\n", allocTotal(after)-allocTotal(before))
 	for site, c := range after {

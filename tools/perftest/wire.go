@@ -74,6 +74,11 @@ func acceptExchanger(port int) (*tcpExchanger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("Couldn't listen to port %d: %w", port, err)
 	}
+	return acceptOne(ln)
+}
+
+// acceptOne takes one connection from ln and closes it.
+func acceptOne(ln net.Listener) (*tcpExchanger, error) {
 	defer ln.Close()
 	c, err := ln.Accept()
 	if err != nil {
@@ -124,14 +129,13 @@ func (t *tcpExchanger) Close() error { return t.conn.Close() }
 
 // session is the exchange sequence both tools run, over an exchanger.
 type session struct {
-	x          exchanger
-	gidIndex   int // sent in the binary records
-	peerVer    float64
-	peerVerStr string
+	x        exchanger
+	gidIndex int // sent in the binary records
 }
 
 // exchangeVersions trades the version strings (exchange_versions) and
-// refuses peers older than 5.70, as check_version_compatibility does.
+// refuses a peer whose version does not parse or is older than 5.70, as
+// check_version_compatibility does.
 func (s *session) exchangeVersions() error {
 	var mine, theirs [versionLen]byte
 	copy(mine[:], wireVersion)
@@ -142,12 +146,11 @@ func (s *session) exchangeVersions() error {
 	if i := strings.IndexByte(str, 0); i >= 0 {
 		str = str[:i]
 	}
-	v, err := strconv.ParseFloat(strings.TrimSpace(str), 64)
-	if err != nil {
-		return fmt.Errorf("the peer announced version %q, not a perftest version", str)
+	v, ok := parseVersion(str)
+	if !ok {
+		return fmt.Errorf("%w: version %q is not a perftest version", errPeer, str)
 	}
-	s.peerVer, s.peerVerStr = v, str
-	if v < 5.70 {
+	if v < minPeerVersion {
 		return fmt.Errorf("Please use a newer version of perftest on the peer (it is %s; this side speaks %s)", str, wireVersion)
 	}
 	return nil
@@ -164,18 +167,15 @@ func (s *session) exchangeU32(v uint32) (uint32, error) {
 }
 
 // exchangeMTU trades the MTU enum as a decimal string and its NUL
-// (check_mtu) and returns the peer's.
-func (s *session) exchangeMTU(mtu int) (int, error) {
+// (check_mtu) and returns the peer's string, unchecked.
+func (s *session) exchangeMTU(mtu int) (string, error) {
 	var mine, theirs [2]byte
 	copy(mine[:], strconv.Itoa(mtu))
 	if err := s.x.exchange(mine[:], theirs[:]); err != nil {
-		return 0, fmt.Errorf(" Failed to exchange data between server and clients: %w", err)
+		return "", fmt.Errorf(" Failed to exchange data between server and clients: %w", err)
 	}
-	v, err := strconv.Atoi(strings.TrimRight(string(theirs[:]), "\x00"))
-	if err != nil {
-		return 0, fmt.Errorf("the peer's MTU %q is no MTU", theirs[:])
-	}
-	return v, nil
+	str, _, _ := strings.Cut(string(theirs[:]), "\x00")
+	return str, nil
 }
 
 // handShake trades address records (ctx_hand_shake): text over TCP,
@@ -194,7 +194,28 @@ func (s *session) handShake(mine dest) (dest, error) {
 	if err := s.x.exchange(m[:], t[:]); err != nil {
 		return dest{}, fmt.Errorf("Failed to exchange data between server and clients: %w", err)
 	}
-	return parseDest(t[:])
+	d, err := parseDest(t[:])
+	if err != nil {
+		return dest{}, fmt.Errorf("%w: %w", errPeer, err)
+	}
+	return d, nil
+}
+
+// shakeRecords trades one record per QP of mine and returns the peer's,
+// each checked (checkRecord) before the next exchange.
+func (s *session) shakeRecords(mine []dest) ([]dest, error) {
+	rem := make([]dest, len(mine))
+	for i := range mine {
+		d, err := s.handShake(mine[i])
+		if err != nil {
+			return nil, err
+		}
+		if err := checkRecord(i, d); err != nil {
+			return nil, err
+		}
+		rem[i] = d
+	}
+	return rem, nil
 }
 
 // bwReport is perftest's struct bw_report_data as xchg_bw_reports sends

@@ -25,7 +25,11 @@
 // not have arrived) and exits 0 when the stream finished.
 //
 // -op picks a malformed mode for tests: send (no immediate), write or
-// write-imm (RDMA WRITE into -raddr/-rkey).
+// write-imm (RDMA WRITE into -raddr/-rkey). -drop SEQ and -corrupt SEQ are
+// for tests of a receiver's verdict: the stream skips sequence number SEQ
+// (one frame lost, the frame count unchanged), or flips the last payload
+// byte of frame SEQ after its checksum (one frame corrupt; payloads over 8
+// bytes).
 package main
 
 import (
@@ -73,6 +77,9 @@ type options struct {
 	// reconnect is how many connection attempts may follow failed
 	// connections in all.
 	reconnect int
+	// dropSeq and corruptSeq are the test faults of -drop and -corrupt
+	// (-1: none).
+	dropSeq, corruptSeq int64
 }
 
 func parseOptions(args []string) (*options, error) {
@@ -105,6 +112,8 @@ func parseOptions(args []string) (*options, error) {
 	fs.Uint64Var(&o.raddr, "raddr", 0, "remote address for -op write")
 	var rkey uint
 	fs.UintVar(&rkey, "rkey", 0, "remote key for -op write")
+	fs.Int64Var(&o.dropSeq, "drop", -1, "for tests: skip this sequence number, so that a checking receiver counts one frame lost (-1: none)")
+	fs.Int64Var(&o.corruptSeq, "corrupt", -1, "for tests: flip the last payload byte of the frame with this sequence number, so that a checking receiver counts it corrupt (-1: none)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: rocev2-send [options] SERVER")
 		fs.PrintDefaults()
@@ -149,6 +158,12 @@ func parseOptions(args []string) (*options, error) {
 	}
 	if o.count == 0 && o.duration == 0 {
 		return nil, errors.New("-n 0 needs -t")
+	}
+	if o.dropSeq < -1 || o.corruptSeq < -1 {
+		return nil, fmt.Errorf("-drop %d -corrupt %d: a sequence number or -1", o.dropSeq, o.corruptSeq)
+	}
+	if (o.dropSeq >= 0 || o.corruptSeq >= 0) && !o.fill {
+		return nil, errors.New("-drop and -corrupt need -fill")
 	}
 	if o.reconnect < 0 {
 		return nil, fmt.Errorf("-reconnect %d: not a count", o.reconnect)

@@ -66,6 +66,19 @@ func (z *streamer) more() bool {
 	return z.deadline.IsZero() || z.head%64 != 0 || time.Now().Before(z.deadline)
 }
 
+// fill writes frame head's payload: its sequence number and checksum
+// (server/framecheck), with the test faults of -drop and -corrupt applied.
+func (z *streamer) fill(b []byte, head uint64) {
+	seq := head
+	if z.o.dropSeq >= 0 && head >= uint64(z.o.dropSeq) {
+		seq++ // the frames from -drop on carry the next number
+	}
+	framecheck.Fill(b, seq)
+	if z.o.corruptSeq >= 0 && seq == uint64(z.o.corruptSeq) && len(b) > 0 {
+		b[len(b)-1] ^= 0xff
+	}
+}
+
 // abandon gives up the frames in flight on a failed connection (there is
 // at least one: the failed completion's) and returns them; the next
 // connection starts with the next frame.
@@ -129,7 +142,7 @@ func (z *streamer) stream(s *sender) error {
 				n += int((z.head * 0x9e3779b97f4a7c15 >> 40) % span)
 			}
 			if o.fill || z.head < fillUntil {
-				framecheck.Fill(mem[int(i)*slot:int(i)*slot+n], z.head)
+				z.fill(mem[int(i)*slot:int(i)*slot+n], z.head)
 			}
 			ch := int(z.head % uint64(o.channels))
 			ring := 0

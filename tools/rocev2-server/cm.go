@@ -12,10 +12,11 @@ import (
 // serveCM listens for RDMA CM connects on the server's address and port
 // (RDMA CM's TCP port space, apart from the side channel's TCP listener)
 // and serves them until ctx is done or the server closes. Without RDMA CM
-// (no rdma_ucm, or a GID that maps no IPv4 address) it says so and the
-// side channel stays the only way in. The channel is closed when it is
+// (no rdma_ucm, or a GID that maps no IPv4 address) it says so (with
+// opts.Logf) and the side channel stays the only way in. The channel is closed when it is
 // over.
-func serveCM(ctx context.Context, srv *server.Server, port int, logf func(string, ...any)) <-chan struct{} {
+func serveCM(ctx context.Context, srv *server.Server, port int, opts server.CMOptions) <-chan struct{} {
+	logf := opts.Logf
 	done := make(chan struct{})
 	ip, ok := srv.CMAddr()
 	if !ok {
@@ -33,7 +34,7 @@ func serveCM(ctx context.Context, srv *server.Server, port int, logf func(string
 	logf("RDMA CM listening on %s", l.Addr())
 	go func() {
 		defer close(done)
-		err := srv.ServeCM(ctx, l, server.CMOptions{Logf: logf})
+		err := srv.ServeCM(ctx, l, opts)
 		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, server.ErrClosed) {
 			logf("RDMA CM: %v", err)
 		}

@@ -5,10 +5,12 @@
 // connects (rocev2-send -cm, any librdmacm program's plain RC connect),
 // and counts, checks and optionally stores what arrives.
 //
-//	rocev2-server [-d rxe0] [-g ADDR|INDEX] [-p 18515] [-s 9000] [-r 256] [-n FRAMES] [-linger D] [-o FILE] [--hold D] [--once]
+//	rocev2-server [-d rxe0] [-g ADDR|INDEX] [-p 18515] [-s 9000] [-r 256] [-n FRAMES] [-linger D] [-o FILE] [-allow CIDR,...] [--hold D] [--once]
 //
 // It takes any sender by default: an FPGA (surf's RoCEv2 engine), rdma-core
-// style programs, rocev2-send. On a terminal it shows a live progress line;
+// style programs, rocev2-send. -allow restricts both ways in (side channel
+// and RDMA CM) to senders from the prefixes given (a bare address is one
+// host). On a terminal it shows a live progress line;
 // at the end it prints a summary with frames, bytes, per-channel counts and
 // what the ring positions in the immediates showed (gaps, positions
 // missing, duplicates, wraps; -ring and -ring-size say how the sender
@@ -26,18 +28,23 @@
 // setting; rxe reads it as "retry without limit"), else until its QP fails
 // with RETRY_EXC_ERR. Frames past -n are counted, not stored or checked.
 //
+// -o appends every payload to FILE. At the first write, flush or close
+// error (a full disk) it stops storing, says so at once and in the
+// summary (how many frames the file took), and the exit status is 1;
+// receiving goes on.
+//
 // -g chooses the local GID by its IP address or its table index; by
 // default it is the RoCE v2 GID of the device port's netdev, IPv4-mapped
 // preferred (the order of a link's GID table is not fixed).
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
@@ -68,6 +75,7 @@ type options struct {
 	quiet   bool
 	limit   time.Duration
 	linger  time.Duration
+	allow   []netip.Prefix
 }
 
 func parseOptions(args []string) (*options, error) {
@@ -96,6 +104,11 @@ func parseOptions(args []string) (*options, error) {
 	fs.BoolVar(&o.quiet, "q", false, "no progress line")
 	fs.DurationVar(&o.limit, "timeout", 0, "give up after this long (exit status 1)")
 	fs.DurationVar(&o.linger, "linger", 2*time.Second, "after -n frames, keep the sender's connection up this long, or until it ends it, so that it can retransmit a message whose ACK was lost")
+	fs.Func("allow", "accept senders only from these addresses or prefixes, comma-separated (side channel and RDMA CM)", func(v string) error {
+		allow, err := parseAllow(v)
+		o.allow = append(o.allow, allow...)
+		return err
+	})
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -124,6 +137,29 @@ func parseOptions(args []string) (*options, error) {
 	return o, nil
 }
 
+// parseAllow parses -allow: comma-separated prefixes (10.99.0.0/24) or
+// addresses (10.99.0.2, one host).
+func parseAllow(v string) ([]netip.Prefix, error) {
+	var allow []netip.Prefix
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if strings.Contains(f, "/") {
+			p, err := netip.ParsePrefix(f)
+			if err != nil {
+				return nil, fmt.Errorf("%q: not a prefix (10.99.0.0/24) or an address", f)
+			}
+			allow = append(allow, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q: not a prefix (10.99.0.0/24) or an address", f)
+		}
+		allow = append(allow, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return allow, nil
+}
+
 func main() {
 	o, err := parseOptions(os.Args[1:])
 	if err != nil {
@@ -146,7 +182,7 @@ func main() {
 // receiver is the frame handler: it runs on the server's receive thread.
 type receiver struct {
 	o       *options
-	out     *bufio.Writer
+	out     *store
 	check   framecheck.Checker
 	n       atomic.Uint64
 	first   atomic.Int64 // unix ns of the first frame
@@ -172,7 +208,7 @@ func (r *receiver) handle(f server.Frame) {
 		return
 	}
 	if r.out != nil {
-		r.out.Write(f.Data())
+		r.out.write(f.Data())
 	}
 	if r.o.check {
 		r.check.Check(f.Data())
@@ -227,13 +263,17 @@ func (r *receiver) release() {
 func run(o *options) (bool, error) {
 	r := &receiver{o: o, enough: make(chan struct{})}
 	if o.out != "" {
-		f, err := os.OpenFile(o.out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		var err error
+		r.out, err = openStore(o.out, func(err error) {
+			clearLine(o)
+			fmt.Fprintf(os.Stderr, "rocev2-server: -o: %v: storing stopped (receiving goes on; the exit status will be 1)\n", err)
+		})
 		if err != nil {
 			return false, err
 		}
-		defer f.Close()
-		r.out = bufio.NewWriterSize(f, 1<<20)
-		defer r.out.Flush()
+		// Closed (and its error reported) below once the server stopped;
+		// on the early error returns only the file is closed.
+		defer r.out.close()
 	}
 	var releaser sync.WaitGroup
 	if o.hold > 0 {
@@ -260,9 +300,9 @@ func run(o *options) (bool, error) {
 	}
 	serveErr := make(chan error, 1)
 	go func() {
-		serveErr <- srv.Serve(ctx, ln, server.ServeOptions{WatchPeer: o.watch, Logf: logf})
+		serveErr <- srv.Serve(ctx, ln, server.ServeOptions{WatchPeer: o.watch, AllowedSenders: o.allow, Logf: logf})
 	}()
-	cmDone := serveCM(ctx, srv, o.tcpPort, logf)
+	cmDone := serveCM(ctx, srv, o.tcpPort, server.CMOptions{AllowedSenders: o.allow, Logf: logf})
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	var limit <-chan time.Time
@@ -290,6 +330,9 @@ wait:
 			cancel()
 			srv.Close()
 			<-cmDone
+			if e := srv.Err(); e != nil {
+				err = e // why the server stopped (its device removed) rather than Serve's ErrClosed
+			}
 			return false, err
 		case now := <-tick.C:
 			st := srv.Stats()
@@ -310,6 +353,9 @@ wait:
 	if r.holding != nil {
 		close(r.holding)
 		releaser.Wait()
+	}
+	if r.out != nil && r.out.close() != nil {
+		ok = false
 	}
 	clearLine(o)
 	st := srv.Stats()
@@ -351,7 +397,7 @@ func summary(w *os.File, o *options, r *receiver, st *server.Stats, total time.D
 		fmt.Fprintf(w, "handler panics %d, stale releases %d\n", st.HandlerPanics, st.StaleReleases)
 	}
 	fmt.Fprintf(w, "side channel: %d senders connected, %d exchanges failed (%d evicted to make room), %d connections refused\n", st.Exchanges, st.ExchangeFailures, st.Evicted, st.Refused)
-	fmt.Fprintf(w, "rdma cm: %d senders connected, %d requests failed\n", st.CMConnects, st.CMFailures)
+	fmt.Fprintf(w, "rdma cm: %d senders connected, %d accepts failed (%d evicted to make room), %d requests refused\n", st.CMConnects, st.CMFailures, st.CMEvicted, st.CMRefused)
 	var errs []string
 	for s, n := range st.Errors {
 		if n != 0 && cq.Status(s) != cq.WRFlushErr {
@@ -360,6 +406,9 @@ func summary(w *os.File, o *options, r *receiver, st *server.Stats, total time.D
 	}
 	fmt.Fprintf(w, "completion errors [%s], flushed at disconnect %d, bad opcode %d, bad length %d, bad wr_id %d; posted %d held %d low-water %d; parked %d times; senders %d\n",
 		strings.Join(errs, " "), st.ErrorCount(cq.WRFlushErr), st.BadOpcode, st.BadLength, st.BadWRID, st.Posted, st.Held, st.PostedLowMark, st.Parks, st.Sessions)
+	if r.out != nil {
+		fmt.Fprintln(w, r.out.summary())
+	}
 	if o.check {
 		c := &r.check
 		if o.frames != 0 {

@@ -327,7 +327,7 @@ func (r *rping) watch(ctx context.Context) {
 			}
 			r.debugf("cma_event type %s\n", ev.Type)
 			switch ev.Type {
-			case uverbs.CMEventDisconnected, uverbs.CMEventDeviceRemoval, uverbs.CMEventUnreachable:
+			case rdmacm.EventDisconnected, rdmacm.EventDeviceRemoval, rdmacm.EventUnreachable:
 				return
 			}
 		}

@@ -25,8 +25,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/netip"
+	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/pureverbs/pureverbs/rxe/rxelink"
@@ -124,7 +125,19 @@ func printGIDs(ctx context.Context, w io.Writer, name string) error {
 		return err
 	}
 	for _, g := range gids {
-		fmt.Fprintf(w, "%s %d %s %s\n", name, g.Index, netip.AddrFrom16(g.Addr.As16()), g.Netdev)
+		fmt.Fprintf(w, "%s %d %s %s\n", name, g.Index, g.GID.Addr(), netdevName(g.NetdevIndex))
 	}
 	return nil
+}
+
+// netdevName names the netdev of a GID entry ("" for none, its index for
+// one gone meanwhile).
+func netdevName(ifindex int) string {
+	if ifindex == 0 {
+		return ""
+	}
+	if ifi, err := net.InterfaceByIndex(ifindex); err == nil {
+		return ifi.Name
+	}
+	return strconv.Itoa(ifindex)
 }

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/pureverbs/pureverbs/integration/vm"
+	"github.com/pureverbs/pureverbs/tools/rxevm/internal/vm"
 )
 
 // envExtra lists programs of the user's to put in the image.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pureverbs/pureverbs/integration/vm"
+	"github.com/pureverbs/pureverbs/tools/rxevm/internal/vm"
 )
 
 func build(t *testing.T, goarch string) string {

@@ -20,7 +20,8 @@
 // to build from, a static rxevm (CGO_ENABLED=0) copies itself in as /init
 // instead, and the image has no pureverbs tools. Every other command under
 // pureverbs' tools/ is built the same way and placed at /usr/local/bin,
-// beside pureverbs' own C peers (vm.CPeerDir, compiled with gcc);
+// beside pureverbs' own C peers (vm.CPeerDir, compiled with gcc) when the
+// binary under test is one of pureverbs' own or RXEVM_CPEERS=1;
 // rdma-core's C tools (ibv_rc_pingpong, perftest, ...) are at /usr/bin, and
 // RXEVM_EXTRA=prog[:guestpath],... adds programs of your own. The exit
 // status is the guest's.
@@ -47,10 +48,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pureverbs/pureverbs/integration/topology"
-	"github.com/pureverbs/pureverbs/integration/vm"
-	"github.com/pureverbs/pureverbs/integration/vm/guest"
 	"github.com/pureverbs/pureverbs/rxe/rxelink"
+	"github.com/pureverbs/pureverbs/tools/rxevm/internal/guest"
+	"github.com/pureverbs/pureverbs/tools/rxevm/internal/vm"
+	"github.com/pureverbs/pureverbs/tools/rxevm/topology"
 )
 
 func usage() {
@@ -62,8 +63,9 @@ func usage() {
   rxevm host-teardown [-topology veth|loopback]
   rxevm uapi
 environment: RXEVM_CACHE, RXEVM_ARCH (amd64, arm64), RXEVM_SUITE (kernel's Debian suite, default bookworm),
-  RXEVM_KERNEL_PACKAGE, RXEVM_KERNEL_REFRESH=1, RXEVM_KERNEL + RXEVM_MODULES, RXEVM_KVM=1, RXEVM_TOPOLOGY (veth, loopback, twovm, none),
-  RXEVM_UNLOADED (modules in the image the guest does not load), RXEVM_TIMEOUT, RXEVM_MEM (MiB), RXEVM_EXTRA (programs to add: path[:guest path],...), RXEVM_SOURCE`)
+  RXEVM_KERNEL_PACKAGE, RXEVM_KERNEL_REFRESH=1, RXEVM_KERNEL + RXEVM_MODULES, RXEVM_KVM=1, RXEVM_ICOUNT (QEMU -icount options: guest time by instructions), RXEVM_TOPOLOGY (veth, loopback, twovm, none),
+  RXEVM_UNLOADED (modules in the image the guest does not load), RXEVM_TIMEOUT, RXEVM_MEM (MiB), RXEVM_CPUS (default 2), RXEVM_EXTRA (programs to add: path[:guest path],...), RXEVM_SOURCE,
+  RXEVM_CPEERS (1: add pureverbs' C peers to every image, 0: to none; default: for pureverbs' own test binaries)`)
 	os.Exit(2)
 }
 
@@ -183,7 +185,9 @@ type prepared struct {
 	extra  map[string]string // guest path -> host file, from RXEVM_EXTRA / -extra
 }
 
-func prepare(arch vm.Arch, extra string) (*prepared, error) {
+// prepare readies a boot; cpeers adds pureverbs' own C peers to the image
+// (see wantCPeers).
+func prepare(arch vm.Arch, extra string, cpeers bool) (*prepared, error) {
 	c, err := vm.DefaultCache(arch, os.Stderr)
 	if err != nil {
 		return nil, err
@@ -225,13 +229,16 @@ func prepare(arch vm.Arch, extra string) (*prepared, error) {
 		os.RemoveAll(p.dir)
 		return nil, err
 	}
+	if !cpeers {
+		return p, nil
+	}
 	// pureverbs' own C peers go beside its Go tools.
-	cpeers, err := c.CPeers(src, p.peers)
+	bins, err := c.CPeers(src, p.peers)
 	if err != nil {
 		os.RemoveAll(p.dir)
 		return nil, err
 	}
-	for name, bin := range cpeers {
+	for name, bin := range bins {
 		p.progs.Tools[name] = bin
 	}
 	return p, nil
@@ -352,11 +359,12 @@ func (p *prepared) bootOne(ctx context.Context, plan vm.Plan, files map[string]s
 	if err := im.Build(initrd); err != nil {
 		return 1, err
 	}
-	mem := 0
+	mem, cpus := 0, 0
 	fmt.Sscan(os.Getenv("RXEVM_MEM"), &mem)
+	fmt.Sscan(os.Getenv(vm.EnvCPUs), &cpus)
 	b := vm.Boot{
-		Kernel: p.kernel.Image, Initrd: initrd, Dir: dir, Timeout: timeout, MemMB: mem, Arch: p.arch,
-		KVM: os.Getenv(vm.EnvKVM) == "1", Output: out, Log: os.Stderr, Extra: extra,
+		Kernel: p.kernel.Image, Initrd: initrd, Dir: dir, Timeout: timeout, MemMB: mem, CPUs: cpus, Arch: p.arch,
+		KVM: os.Getenv(vm.EnvKVM) == "1", ICount: os.Getenv(vm.EnvICount), Output: out, Log: os.Stderr, Extra: extra,
 	}
 	res, err := b.Run(ctx)
 	if err != nil {
@@ -377,11 +385,11 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// waitListening waits until VM A's QEMU listens on port (see vm.Listening).
+// waitListening waits until VM A's QEMU listens on port (see topology.Listening).
 func waitListening(port int, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
-		ok, err := vm.Listening(port)
+		ok, err := topology.Listening(port)
 		if err != nil {
 			return err
 		}
@@ -442,7 +450,11 @@ func execTest(ctx context.Context, binary string, args []string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	p, err := prepare(arch, os.Getenv(envExtra))
+	cpeers, err := wantCPeers(binary)
+	if err != nil {
+		return 1, err
+	}
+	p, err := prepare(arch, os.Getenv(envExtra), cpeers)
 	if err != nil {
 		return 1, err
 	}
@@ -481,7 +493,11 @@ func runCommands(ctx context.Context, args []string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	p, err := prepare(arch, *extra)
+	cpeers, err := wantCPeers("")
+	if err != nil {
+		return 1, err
+	}
+	p, err := prepare(arch, *extra, cpeers)
 	if err != nil {
 		return 1, err
 	}

@@ -5,8 +5,10 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/pureverbs/pureverbs/qp"
+	pp "github.com/pureverbs/pureverbs/tools/internal/pingpong"
 )
 
 // The address exchange is ibv_srq_pingpong's: maxQP records of
@@ -86,24 +88,27 @@ func serverExchange(conn io.ReadWriter, local []qp.Peer, connect func([]qp.Peer)
 	return remote, nil
 }
 
+// dialExchange connects to the server and runs the client's half, both
+// within pingpong.ExchangeTimeout.
 func dialExchange(host string, port int, local []qp.Peer) ([]qp.Peer, error) {
-	conn, err := net.Dial("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	deadline := time.Now().Add(pp.ExchangeTimeout)
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(host, strconv.Itoa(port)), pp.ExchangeTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("Couldn't connect to %s:%d: %w", host, port, err)
 	}
 	defer conn.Close()
+	if err := conn.SetDeadline(deadline); err != nil {
+		return nil, fmt.Errorf("Couldn't connect to %s:%d: %w", host, port, err)
+	}
 	return clientExchange(conn, local)
 }
 
-func acceptExchange(port int, local []qp.Peer, connect func([]qp.Peer) error) ([]qp.Peer, error) {
-	ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+// acceptExchange takes one client from ln (and closes it) and runs the
+// server's half within pingpong.ExchangeTimeout.
+func acceptExchange(ln net.Listener, local []qp.Peer, connect func([]qp.Peer) error) ([]qp.Peer, error) {
+	conn, err := pp.Accept(ln)
 	if err != nil {
-		return nil, fmt.Errorf("Couldn't listen to port %d: %w", port, err)
-	}
-	conn, err := ln.Accept()
-	ln.Close()
-	if err != nil {
-		return nil, fmt.Errorf("accept() failed: %w", err)
+		return nil, err
 	}
 	defer conn.Close()
 	return serverExchange(conn, local, connect)

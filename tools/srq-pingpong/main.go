@@ -22,6 +22,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/pureverbs/pureverbs/tools/internal/errwriter"
 	pp "github.com/pureverbs/pureverbs/tools/internal/pingpong"
 )
 
@@ -40,7 +41,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	if err := pingpongMain(&o, stdout); err != nil {
+	// A report that lost lines fails the run (see errwriter).
+	out := errwriter.New(stdout)
+	err = pingpongMain(&o, out)
+	if werr := out.Err(); werr != nil {
+		err = errors.Join(err, fmt.Errorf("%s: writing the report: %w", args[0], werr))
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
@@ -74,7 +81,11 @@ func pingpongMain(o *options, stdout io.Writer) (err error) {
 		if client {
 			return dialExchange(o.server, o.port, local)
 		}
-		return acceptExchange(o.port, local, func(r []peerT) error { return e.connect(local, r) })
+		ln, err := pp.Listen(o.port)
+		if err != nil {
+			return nil, err
+		}
+		return acceptExchange(ln, local, func(r []peerT) error { return e.connect(local, r) })
 	}()
 	if err != nil {
 		return err

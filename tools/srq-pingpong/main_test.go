@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pureverbs/pureverbs/qp"
 	pp "github.com/pureverbs/pureverbs/tools/internal/pingpong"
@@ -67,4 +68,54 @@ func TestExchange(t *testing.T) {
 	if len(got) != 2 || got[0] != sv[0] || got[1] != sv[1] || len(srvGot) != 2 || srvGot[1] != cl[1] || connected[0] != cl[0] {
 		t.Fatalf("client got %+v, server got %+v", got, srvGot)
 	}
+}
+
+// A silent client or server ends the other's exchange after the pingpong
+// package's ExchangeTimeout; both used to wait for ever.
+func TestExchangeSilentPeer(t *testing.T) {
+	old := pp.ExchangeTimeout
+	pp.ExchangeTimeout = 200 * time.Millisecond
+	defer func() { pp.ExchangeTimeout = old }()
+	timeout := func(f func() error) {
+		t.Helper()
+		errc := make(chan error, 1)
+		go func() { errc <- f() }()
+		select {
+		case err := <-errc:
+			var ne net.Error
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				t.Errorf("err = %v, want a timeout", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("still waiting after 5 s")
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	timeout(func() error {
+		_, err := acceptExchange(ln, nil, func([]qp.Peer) error { return nil })
+		return err
+	})
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			defer c.Close()
+			time.Sleep(5 * time.Second)
+		}
+	}()
+	timeout(func() error {
+		_, err := dialExchange("127.0.0.1", ln.Addr().(*net.TCPAddr).Port, nil)
+		return err
+	})
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/tools/internal/devwatch"
 	pp "github.com/pureverbs/pureverbs/tools/internal/pingpong"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
@@ -19,6 +21,7 @@ type peerT = qp.Peer
 type endpoint struct {
 	o       *options
 	ctx     *uverbs.Context
+	unwatch func() // ends devwatch.Exit's watch of ctx's device
 	buf     *uverbs.Buffer
 	ch      *cq.Channel
 	pd      *uverbs.PD
@@ -53,6 +56,9 @@ func openEndpoint(o *options) (e *endpoint, err error) {
 	}
 	if e.ctx, err = uverbs.Open(dev); err != nil {
 		return e, fmt.Errorf("Couldn't get context for %s: %w", dev.Name, err)
+	}
+	if e.unwatch, err = devwatch.Exit(e.ctx, "srq-pingpong", os.Stderr); err != nil {
+		return e, err
 	}
 	if o.events {
 		if e.ch, err = cq.NewChannel(e.ctx); err != nil {
@@ -264,6 +270,9 @@ func (e *endpoint) close() error {
 		if err := e.ch.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("Couldn't destroy completion channel: %w", err))
 		}
+	}
+	if e.unwatch != nil {
+		e.unwatch()
 	}
 	if e.ctx != nil {
 		if err := e.ctx.Close(); err != nil {

@@ -32,7 +32,7 @@ func main() {
 // run is the whole program; it returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	return pp.Main(args, stdout, stderr, parseOptions, printUsage,
-		func(o *options) error { return pingpongMain(o, stdout) })
+		func(o *options, stdout io.Writer) error { return pingpongMain(o, stdout) })
 }
 
 // pingpongMain sets up one end, connects it to its peer and runs the

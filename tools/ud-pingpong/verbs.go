@@ -58,6 +58,9 @@ func openEndpoint(o *options) (e *endpoint, err error) {
 	if e.Ctx, err = uverbs.Open(dev); err != nil {
 		return e, fmt.Errorf("Couldn't get context for %s: %w", dev.Name, err)
 	}
+	if err = e.WatchDevice(); err != nil {
+		return e, err
+	}
 	port, err := e.Ctx.QueryPort(o.ibPort)
 	if err != nil {
 		return e, fmt.Errorf("Unable to query port info for port %d: %w", o.ibPort, err)

@@ -62,6 +62,9 @@ func OpenConnected(p ConnectedParams) (e *ConnectedEnd, err error) {
 	if e.Ctx, err = uverbs.Open(dev); err != nil {
 		return e, fmt.Errorf("Couldn't get context for %s: %w", dev.Name, err)
 	}
+	if err = e.WatchDevice(); err != nil {
+		return e, err
+	}
 	if p.Events {
 		if e.Ch, err = cq.NewChannel(e.Ctx); err != nil {
 			return e, fmt.Errorf("Couldn't create completion channel: %w", err)

@@ -5,7 +5,16 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"time"
 )
+
+// ExchangeTimeout bounds the address exchange from the moment the TCP
+// connection is made (DialExchange's connect included): a peer that
+// connects and then says nothing, a port scanner on the server's port say,
+// ends the run with an error instead of holding it for ever as it holds
+// the C tools. Both ends answer at once (the server after modifying one
+// QP), so a minute is ample.
+var ExchangeTimeout = time.Minute
 
 // The address exchange is ibv_rc_pingpong's: the client sends its message,
 // the server reads it, connects its QP to the client's (so that it is ready
@@ -61,11 +70,15 @@ func ServerExchange(conn io.ReadWriter, local Dest, connect func(remote Dest) er
 // DialExchange connects to the server at host:port and runs the client's
 // half.
 func DialExchange(host string, port int, local Dest) (Dest, error) {
-	conn, err := net.Dial("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	deadline := time.Now().Add(ExchangeTimeout)
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort(host, strconv.Itoa(port)), ExchangeTimeout)
 	if err != nil {
 		return Dest{}, fmt.Errorf("Couldn't connect to %s:%d: %w", host, port, err)
 	}
 	defer conn.Close()
+	if err := conn.SetDeadline(deadline); err != nil {
+		return Dest{}, fmt.Errorf("Couldn't connect to %s:%d: %w", host, port, err)
+	}
 	return ClientExchange(conn, local)
 }
 
@@ -80,13 +93,27 @@ func Listen(port int) (net.Listener, error) {
 }
 
 // AcceptExchange takes one client from ln, closes ln, and runs the server's
-// half with it.
+// half with it within ExchangeTimeout.
 func AcceptExchange(ln net.Listener, local Dest, connect func(remote Dest) error) (Dest, error) {
-	conn, err := ln.Accept()
-	ln.Close()
+	conn, err := Accept(ln)
 	if err != nil {
-		return Dest{}, fmt.Errorf("accept() failed: %w", err)
+		return Dest{}, err
 	}
 	defer conn.Close()
 	return ServerExchange(conn, local, connect)
+}
+
+// Accept takes one client from ln, closes ln, and gives the connection
+// ExchangeTimeout for the exchange.
+func Accept(ln net.Listener) (net.Conn, error) {
+	conn, err := ln.Accept()
+	ln.Close()
+	if err != nil {
+		return nil, fmt.Errorf("accept() failed: %w", err)
+	}
+	if err := conn.SetDeadline(time.Now().Add(ExchangeTimeout)); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("accept() failed: %w", err)
+	}
+	return conn, nil
 }

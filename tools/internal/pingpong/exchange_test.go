@@ -218,3 +218,81 @@ func TestDialNobody(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// silentPeer listens on loopback and takes one connection on which it
+// says nothing, until the test ends.
+func silentPeer(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+// shortTimeout sets ExchangeTimeout to d for the test.
+func shortTimeout(t *testing.T, d time.Duration) {
+	old := ExchangeTimeout
+	ExchangeTimeout = d
+	t.Cleanup(func() { ExchangeTimeout = old })
+}
+
+// within fails t unless f returns within limit, and returns its error.
+func within(t *testing.T, limit time.Duration, f func() error) error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- f() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(limit):
+		t.Fatalf("still waiting after %v", limit)
+		return nil
+	}
+}
+
+// A client that connects and says nothing (a port scanner) ends the
+// server's exchange after ExchangeTimeout with a timeout error; the server
+// used to wait for ever.
+func TestServerExchangeSilentClient(t *testing.T) {
+	shortTimeout(t, 200*time.Millisecond)
+	ln, err := Listen(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	err = within(t, 5*time.Second, func() error {
+		_, err := AcceptExchange(ln, Dest{}, func(Dest) error { return nil })
+		return err
+	})
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("err = %v, want a timeout", err)
+	}
+}
+
+// A server that accepts and never answers ends the client's exchange after
+// ExchangeTimeout.
+func TestClientExchangeSilentServer(t *testing.T) {
+	shortTimeout(t, 200*time.Millisecond)
+	ln := silentPeer(t)
+	err := within(t, 5*time.Second, func() error {
+		_, err := DialExchange("127.0.0.1", ln.Addr().(*net.TCPAddr).Port, Dest{})
+		return err
+	})
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("err = %v, want a timeout", err)
+	}
+}

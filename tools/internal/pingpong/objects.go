@@ -3,9 +3,12 @@ package pingpong
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
+	"github.com/pureverbs/pureverbs/tools/internal/devwatch"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -23,6 +26,20 @@ type Objects struct {
 	AH   *qp.AH // UD only
 	Recv [1]qp.RecvWR
 	Send [1]qp.SendWR
+
+	unwatch func() // ends WatchDevice's watch
+}
+
+// WatchDevice makes the removal of Ctx's device end the process with the
+// removal error (devwatch.Exit), wherever the tool waits; Close ends the
+// watch.
+func (o *Objects) WatchDevice() error {
+	stop, err := devwatch.Exit(o.Ctx, filepath.Base(os.Args[0]), os.Stderr)
+	if err != nil {
+		return err
+	}
+	o.unwatch = stop
+	return nil
 }
 
 // PostRecv posts up to n receives, one call each as the C tools do, and
@@ -65,6 +82,9 @@ func (o *Objects) Close() error {
 	}
 	if o.Ch != nil {
 		add("destroy completion channel", o.Ch.Close())
+	}
+	if o.unwatch != nil {
+		o.unwatch()
 	}
 	if o.Ctx != nil {
 		add("release context", o.Ctx.Close())

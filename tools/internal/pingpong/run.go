@@ -9,14 +9,18 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/cq"
+	"github.com/pureverbs/pureverbs/tools/internal/errwriter"
 )
 
 // Main is the C tools' main(): it parses args (after the program name)
 // with parse; a usage error prints the usage text, any other parse error
 // the program name, the message and the usage text. Then run does the
-// work, and its error is printed on stderr. It returns the exit status.
+// work, printing its report on the stdout it is given, and its error is
+// printed on stderr. A report that could not be written in full (the
+// first failed write ends it) fails the run too. It returns the exit
+// status.
 func Main[O any](args []string, stdout, stderr io.Writer,
-	parse func([]string) (O, error), usage func(w io.Writer, argv0 string), run func(*O) error) int {
+	parse func([]string) (O, error), usage func(w io.Writer, argv0 string), run func(o *O, stdout io.Writer) error) int {
 	o, err := parse(args[1:])
 	switch {
 	case errors.Is(err, ErrUsage):
@@ -27,7 +31,12 @@ func Main[O any](args []string, stdout, stderr io.Writer,
 		usage(stdout, args[0])
 		return 1
 	}
-	if err := run(&o); err != nil {
+	out := errwriter.New(stdout)
+	err = run(&o, out)
+	if werr := out.Err(); werr != nil {
+		err = errors.Join(err, fmt.Errorf("%s: writing the report: %w", args[0], werr))
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}

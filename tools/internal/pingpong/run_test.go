@@ -4,7 +4,9 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Main's exit statuses and messages, as the C tools' main() gives them.
@@ -23,7 +25,7 @@ func TestMainExitStatus(t *testing.T) {
 		var stdout, stderr strings.Builder
 		ran := false
 		parse := func(args []string) (int, error) { return len(args), tc.parseErr }
-		run := func(n *int) error {
+		run := func(n *int, _ io.Writer) error {
 			ran = true
 			if *n != 2 {
 				t.Errorf("run got %d operands, want 2", *n)
@@ -36,3 +38,25 @@ func TestMainExitStatus(t *testing.T) {
 		}
 	}
 }
+
+// A report that cannot be written (stdout on a full disk) fails the run,
+// naming the write error, even when the test itself succeeded; the C
+// tools, and these before, exited 0.
+func TestMainReportWriteFails(t *testing.T) {
+	usage := func(w io.Writer, argv0 string) {}
+	parse := func(args []string) (int, error) { return 0, nil }
+	run := func(_ *int, stdout io.Writer) error {
+		PrintSummary(stdout, 4096, 1000, time.Second)
+		return nil
+	}
+	var stderr strings.Builder
+	full := writerFunc(func(p []byte) (int, error) { return 0, syscall.ENOSPC })
+	status := Main([]string{"tool"}, full, &stderr, parse, usage, run)
+	if status != 1 || !strings.Contains(stderr.String(), "tool: writing the report: no space left on device") {
+		t.Fatalf("status %d, stderr %q", status, stderr.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
