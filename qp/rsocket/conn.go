@@ -59,6 +59,9 @@ type Conn struct {
 	// waiter; readKicked and writeKicked that kick woke it.
 	readParked, writeParked bool
 	readKicked, writeKicked bool
+	// ctrlParked says CloseWrite or Close waits for a control slot or
+	// for its sends to complete.
+	ctrlParked bool
 
 	r res
 
@@ -173,7 +176,7 @@ func (c *Conn) readable() bool {
 func (c *Conn) readReadyFunc(uintptr) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.drive(c.readable, c.writeParked)
+	return c.drive(c.readable, c.writeParked || c.ctrlParked)
 }
 
 // drive takes the channel's events, processes completions and arms the CQ
@@ -303,7 +306,7 @@ func (c *Conn) canSend() bool {
 func (c *Conn) writeReadyFunc(uintptr) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.drive(c.writable, c.readParked)
+	return c.drive(c.writable, c.readParked || c.ctrlParked)
 }
 
 // writable is whether Write can go on: a data message may be sent, or
@@ -587,6 +590,7 @@ func (c *Conn) sendCtrl(ctrl uint32, w *completionWaiter) error {
 	}
 	ctrlFree := func() bool { return c.ctrlSeq != c.ctrlMax || c.state&stConnected == 0 }
 	if c.progress(); !ctrlFree() {
+		c.ctrlParked = true
 		c.mu.Unlock()
 		err := w.wait(func(uintptr) bool {
 			c.mu.Lock()
@@ -594,6 +598,7 @@ func (c *Conn) sendCtrl(ctrl uint32, w *completionWaiter) error {
 			return c.drive(ctrlFree, c.readParked || c.writeParked)
 		})
 		c.mu.Lock()
+		c.ctrlParked = false
 		if err != nil && !ctrlFree() {
 			return waitErr(err)
 		}
@@ -636,9 +641,11 @@ func (c *Conn) Close() error {
 			errs = append(errs, err)
 		}
 		if !c.allSendsDone() {
+			c.ctrlParked = true
 			c.mu.Unlock()
 			c.r.rw.wait(c.sendsDone)
 			c.mu.Lock()
+			c.ctrlParked = false
 		}
 	}
 	c.state = 0
