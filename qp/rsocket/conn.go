@@ -59,6 +59,9 @@ type Conn struct {
 	// waiter; readKicked and writeKicked that kick woke it.
 	readParked, writeParked bool
 	readKicked, writeKicked bool
+	// ctrlParked says CloseWrite or Close waits for a control slot or
+	// for its sends to complete.
+	ctrlParked bool
 
 	r res
 
@@ -173,21 +176,21 @@ func (c *Conn) readable() bool {
 func (c *Conn) readReadyFunc(uintptr) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.drive(c.readable)
+	return c.drive(c.readable, c.writeParked || c.ctrlParked)
 }
 
 // drive takes the channel's events, processes completions and arms the CQ
 // until cond holds (true) or the CQ is armed with nothing left to process
-// (false: wait for the next event).
-func (c *Conn) drive(cond func() bool) bool {
+// (false: wait for the next event). While another call is parked (others),
+// it leaves the CQ armed even when cond holds: the event it took may have
+// been the one the parked call waits for.
+func (c *Conn) drive(cond func() bool, others bool) bool {
 	c.takeEvents()
 	for {
 		c.progress()
-		if cond() {
-			return true
-		}
-		if c.armed {
-			return false
+		done := cond()
+		if c.armed || (done && !others) {
+			return done
 		}
 		if err := c.r.cq.ReqNotify(false); err != nil {
 			c.fail(err)
@@ -303,7 +306,7 @@ func (c *Conn) canSend() bool {
 func (c *Conn) writeReadyFunc(uintptr) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.drive(c.writable)
+	return c.drive(c.writable, c.readParked || c.ctrlParked)
 }
 
 // writable is whether Write can go on: a data message may be sent, or
@@ -553,7 +556,7 @@ func (c *Conn) allSendsDone() bool {
 func (c *Conn) sendsDoneFunc(uintptr) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.drive(c.allSendsDone)
+	return c.drive(c.allSendsDone, c.readParked || c.writeParked)
 }
 
 // CloseWrite shuts down the sending side: the peer reads io.EOF once it
@@ -587,13 +590,15 @@ func (c *Conn) sendCtrl(ctrl uint32, w *completionWaiter) error {
 	}
 	ctrlFree := func() bool { return c.ctrlSeq != c.ctrlMax || c.state&stConnected == 0 }
 	if c.progress(); !ctrlFree() {
+		c.ctrlParked = true
 		c.mu.Unlock()
 		err := w.wait(func(uintptr) bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			return c.drive(ctrlFree)
+			return c.drive(ctrlFree, c.readParked || c.writeParked)
 		})
 		c.mu.Lock()
+		c.ctrlParked = false
 		if err != nil && !ctrlFree() {
 			return waitErr(err)
 		}
@@ -636,9 +641,11 @@ func (c *Conn) Close() error {
 			errs = append(errs, err)
 		}
 		if !c.allSendsDone() {
+			c.ctrlParked = true
 			c.mu.Unlock()
 			c.r.rw.wait(c.sendsDone)
 			c.mu.Lock()
+			c.ctrlParked = false
 		}
 	}
 	c.state = 0

@@ -1,6 +1,6 @@
 // Package rsocket is a byte stream over RDMA that speaks librdmacm's
-// rsocket protocol, so that it interoperates with rsocket programs (rstream,
-// riostream, anything under librspreload) in both directions. Conn is a
+// rsocket protocol, so that it interoperates with librdmacm's rsocket programs
+// (rstream and riostream are tested) in both directions. Conn is a
 // net.Conn and Listener a net.Listener: code written for TCP moves to RDMA
 // by changing its dialer and listener.
 //
@@ -22,6 +22,10 @@
 // 4), which also renews the sender's message credits; shutdown and
 // disconnect are control messages (operation 7). Every message uses one
 // receive at the peer, posted without buffers.
+//
+// The iomap extension (riomap, riowrite) is Conn.IOMap and Conn.IOWrite,
+// with Options.IOMapSize giving the peer room for its mappings: riostream
+// interoperates with it.
 //
 // # Progress
 //
