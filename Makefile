@@ -14,7 +14,7 @@ export RXEVM_CACHE := $(CACHE)
 vmtest = CGO_ENABLED=0 $(GO) test -tags integration -count=$(or $(2),1) -p 1 -timeout $(or $(3),$(ITIMEOUT)) \
 	-exec '$(RXEVM) exec' -run '$(1)' -v $(or $(4),./integration/)
 
-.PHONY: bench-perftest faults soak-server bench-server all setup demo demo-faults outside-module test test-all itest-bare check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
+.PHONY: bench-perftest bench-stream itest-stream faults soak-server bench-server all setup demo demo-faults outside-module test test-all itest-bare check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
 
 all: test
 
@@ -52,7 +52,7 @@ outside-module: setup
 	.ci/outside-module $(OUTSIDE_ARCHS)
 
 ## test: static checks, host unit tests (race detector), then the VM integration tests
-test: check unit itest itest-twovm itest-selfcheck itest-example itest-bare
+test: check unit itest itest-twovm itest-selfcheck itest-example itest-stream itest-bare
 
 ## test-all: make test, then the suite on Debian 13's kernel (6.12, itest-matrix) and on arm64 (itest-arm64): every part runs and is timed, any failure fails it; .ci/run runs this
 TESTALL ?= test itest-matrix itest-arm64
@@ -77,6 +77,7 @@ check:
 	GOARCH=arm64 $(GO) vet ./...
 	$(GO) vet -tags integration ./integration/
 	cd integration/example && $(GO) vet ./... && GOARCH=arm64 $(GO) vet ./...
+	cd integration/streamtest && $(GO) vet ./... && GOARCH=arm64 $(GO) vet ./...
 
 ## unit: host tests (no RDMA needed; netpoll's namespace tests need root), and every benchmark once so none rots;
 ## the ABI pins compile against Debian 13's uapi headers with gcc (`rxevm uapi` fetches them and installs gcc if missing)
@@ -110,10 +111,10 @@ itest-twovm: setup
 itest-bare: setup
 	RXEVM_TOPOLOGY=none RXEVM_UNLOADED=rdma_rxe,crc32_generic $(call vmtest,^TestRxeLinkTool$$)
 
-## itest-example: the example module's tests, run the way another project runs them: go tool rxevm exec from its own directory; then the godoc examples of the main paths (RC send/receive, RDMA CM Dial/Listen, the server's Serve; skipped on hosts without rxe), output checked, in the VM
+## itest-example: the example module's tests, run the way another project runs them: go tool rxevm exec from its own directory; then the godoc examples of the main paths (RC send/receive, RDMA CM Dial/Listen, the server's Serve, rsocket's Dial/Listen; skipped on hosts without rxe), output checked, in the VM
 itest-example: setup
 	cd integration/example && CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) -exec '$(GO) tool rxevm exec' -v ./...
-	$(call vmtest,^Example,,,./qp/ ./qp/rdmacm/ ./server/)
+	$(call vmtest,^Example,,,./qp/ ./qp/rdmacm/ ./qp/rsocket/ ./server/)
 
 ## itest-stream: qp/rsocket under programs written for TCP (integration/streamtest, a module of its own with x/net and grpc-go): nettest.TestConn and gRPC unary and streaming calls, in the VM via go tool rxevm exec
 itest-stream: setup
@@ -172,6 +173,10 @@ bench:
 ## bench-perftest: the Go perftest against Debian's, every test at 64 B / 4 KiB / 64 KiB, 5 interleaved rounds, PERFTEST-RATIO lines; the table goes into tools/perftest/README.md
 bench-perftest: setup
 	{ $(BENCHENV) $(MAKE) itest RUN='TestPerftestBench' ITIMEOUT=60m 2>&1; echo "bench-exit $$?"; } | $(SPLICE) tools/perftest/README.md
+
+## bench-stream: Go rstream vs librdmacm's rstream at 64 B..1 MiB, latency and bandwidth, both roles, 5 interleaved rounds, STREAM-RATIO lines with TCP beside
+bench-stream: setup
+	RXEVM_BENCH=1 $(MAKE) itest RUN='^TestRstreamBench$$' ITIMEOUT=60m
 
 ## bench-vm: Go and C side by side in one VM boot (rc-pingpong, the server, perftest); the tables go into the tools' READMEs
 bench-vm: setup
