@@ -333,7 +333,7 @@ func runPerftestCase(t *testing.T, c perftestCase, goServer bool) {
 	// C perftest calibrates its cycle counter against the clock; under TCG
 	// that fails now and then ("Correlation coefficient r^2 ... < 0.9") and
 	// its row is all inf. That says nothing about the wire: run once more.
-	// So does 6.1's rxe refusing a retransmitted request on arm64 (see
+	// So does 6.1's rxe refusing a retransmitted request (see
 	// retransmitWatch): once.
 	for try := 0; ; try++ {
 		w := watchRetransmits(t)

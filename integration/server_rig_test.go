@@ -192,6 +192,13 @@ func (r *rxServer) sendArgs(args ...string) []string {
 // On arm64 the sender runs on CPU 0 (see oneCPUForRxe).
 func (r *rxServer) send(limit time.Duration, args ...string) string {
 	r.t.Helper()
+	return r.startSend(limit, args...).wait(r.t)
+}
+
+// startSend starts rocev2-send towards the server (on arm64 pinned to
+// CPU 0, see oneCPUForRxe).
+func (r *rxServer) startSend(limit time.Duration, args ...string) *peer {
+	r.t.Helper()
 	p := startPeer(r.t, limit, "rocev2-send", r.sendArgs(args...)...)
 	if runtime.GOARCH == "arm64" {
 		var cpu0 unix.CPUSet
@@ -200,7 +207,7 @@ func (r *rxServer) send(limit time.Duration, args ...string) string {
 			r.t.Fatalf("pin rocev2-send to CPU 0: %v", err)
 		}
 	}
-	return p.wait(r.t)
+	return p
 }
 
 // oneCPUForRxe steers both veths' receive processing to CPU 0 (RPS), where

@@ -65,7 +65,10 @@ type cmExchanger struct {
 	wc      [2]cq.WC
 	gotRecv bool   // a receive completed while waiting for a send
 	recvLen uint32 // the bytes the last receive took
-	timeout time.Duration
+	// readLast: the exchange's last message was the peer's, and its ACK
+	// may not have left yet (see Close).
+	readLast bool
+	timeout  time.Duration
 }
 
 const (
@@ -206,6 +209,7 @@ func (x *cmExchanger) write(msg []byte) error {
 		return err
 	}
 	x.sendWR[0] = qp.SendWR{ID: 2, Opcode: qp.Send, Flags: qp.Signaled, SGEs: []uverbs.SGE{s}}
+	x.readLast = false
 	if err := x.conn.QP().PostSend(x.sendWR[:]); err != nil {
 		return fmt.Errorf("Function ibv_post_send failed: %w", err)
 	}
@@ -220,6 +224,7 @@ func (x *cmExchanger) read(msg []byte) error {
 		return err
 	}
 	copy(msg, x.buf.Bytes()[cmRecvOff:cmRecvOff+len(msg)])
+	x.readLast = true
 	return x.conn.QP().PostRecv(x.recv[:])
 }
 
@@ -250,9 +255,26 @@ func (x *cmExchanger) send(msg []byte) error { return nil }
 
 func (x *cmExchanger) setTimeout(d time.Duration) { x.timeout = d }
 
-// Close disconnects and releases the connection and its buffer.
+// cmLingerMax caps Close's wait for the peer to end the connection after
+// the exchange's last message was the peer's (see lingerLimit).
+const cmLingerMax = 30 * time.Second
+
+// Close disconnects and releases the connection and its buffer. When the
+// last message was the peer's (the client's end of every exchange), it
+// first waits for the peer to disconnect, at most for as long as the peer
+// may retransmit (lingerLimit): rxe's responder completes a receive before
+// it sends the ACK, and a QP moved to ERROR drops that ACK, so an end that
+// disconnected the moment its last receive completed could leave the
+// peer's last send unacknowledged, retried into a QP that no longer
+// answers until RETRY_EXC_ERR (a lost ACK does the same). The peer
+// disconnects only once its send completed, so its DREQ says the ACK
+// arrived. rocev2-server -n lingers for the same reason.
 func (x *cmExchanger) Close() error {
 	var errs []error
+	if x.conn != nil && x.readLast {
+		x.readLast = false
+		errs = append(errs, x.awaitPeerDisconnect(x.lingerLimit()))
+	}
 	if x.mr != nil {
 		errs = append(errs, x.mr.Close())
 		x.mr = nil
@@ -265,6 +287,42 @@ func (x *cmExchanger) Close() error {
 		x.buf = nil
 	}
 	return errors.Join(errs...)
+}
+
+// lingerLimit is how long the peer may still retransmit a message whose
+// ACK was lost: its retry budget, retry count + 1 ACK timeouts, as this
+// end's QP has them (the CM gives both ends the path's ACK timeout and the
+// client's retry count), capped at cmLingerMax, which is also the bound
+// when the QP says no timeout (0), a code past the 5 bits, or cannot be
+// queried.
+func (x *cmExchanger) lingerLimit() time.Duration {
+	a, err := x.conn.QP().Query()
+	if err != nil || a.Timeout == 0 || a.Timeout > 31 {
+		return cmLingerMax
+	}
+	ack := 4096 * time.Nanosecond << a.Timeout
+	return min((time.Duration(a.RetryCnt)+1)*ack, cmLingerMax)
+}
+
+// awaitPeerDisconnect returns when the peer has ended the connection (or
+// it broke) or d has passed; a peer that stays is no error (Close
+// disconnects then), an event channel that fails is.
+func (x *cmExchanger) awaitPeerDisconnect(d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for {
+		ev, err := x.conn.WaitEvent(ctx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("waiting for the peer to disconnect: %w", err)
+		}
+		switch ev.Type {
+		case rdmacm.EventDisconnected, rdmacm.EventDeviceRemoval, rdmacm.EventUnreachable:
+			return nil
+		}
+	}
 }
 
 // cmTestOptions are the CM options of the test QPs' connections: for

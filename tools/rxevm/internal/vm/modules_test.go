@@ -32,6 +32,8 @@ kernel/drivers/infiniband/core/iw_cm.ko: kernel/drivers/infiniband/core/ib_core.
 kernel/drivers/infiniband/core/rdma_cm.ko: kernel/drivers/infiniband/core/iw_cm.ko kernel/drivers/infiniband/core/ib_cm.ko kernel/drivers/infiniband/core/ib_core.ko kernel/fs/configfs/configfs.ko
 kernel/drivers/infiniband/core/rdma_ucm.ko: kernel/drivers/infiniband/core/ib_uverbs.ko kernel/drivers/infiniband/core/rdma_cm.ko kernel/drivers/infiniband/core/iw_cm.ko kernel/drivers/infiniband/core/ib_cm.ko kernel/drivers/infiniband/core/ib_core.ko kernel/fs/configfs/configfs.ko
 kernel/net/sched/sch_netem.ko:
+kernel/net/sched/sch_prio.ko:
+kernel/net/sched/cls_u32.ko:
 `
 
 func TestResolveOrdersDependenciesFirst(t *testing.T) {
@@ -57,6 +59,8 @@ func TestResolveOrdersDependenciesFirst(t *testing.T) {
 		"kernel/drivers/infiniband/core/rdma_cm.ko",
 		"kernel/drivers/infiniband/core/rdma_ucm.ko",
 		"kernel/net/sched/sch_netem.ko",
+		"kernel/net/sched/sch_prio.ko",
+		"kernel/net/sched/cls_u32.ko",
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("load order (-want +got):\n%s", d)
