@@ -332,8 +332,9 @@ func runPerftestCase(t *testing.T, c perftestCase, goServer bool) {
 	var goOut, cOut string
 	// C perftest calibrates its cycle counter against the clock; under TCG
 	// that fails now and then ("Correlation coefficient r^2 ... < 0.9") and
-	// its row is all inf. That says nothing about the wire: run once more.
-	// So does 6.1's rxe refusing a retransmitted request (see
+	// its row is all inf. That says nothing about the wire: run again, up
+	// to four times (arm64 under a loaded host failed twice in a row). So
+	// does 6.1's rxe refusing a retransmitted request (see
 	// retransmitWatch): once.
 	for try := 0; ; try++ {
 		w := watchRetransmits(t)
@@ -349,7 +350,7 @@ func runPerftestCase(t *testing.T, c perftestCase, goServer bool) {
 		if !goServer {
 			goOut, cOut = co, so
 		}
-		if try > 0 || !strings.Contains(cOut, "Correlation coefficient") {
+		if try >= 4 || !strings.Contains(cOut, "Correlation coefficient") {
 			break
 		}
 		t.Logf("the C peer could not calibrate its clock; running the pair again")
