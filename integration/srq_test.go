@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -328,7 +329,13 @@ func TestSRQContextCloseFreesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The kernel makes no receive ring for a QP on an SRQ: one mapping
-	// (the send ring) per such QP, two for an ordinary QP.
+	// (the send ring) per such QP, two for an ordinary QP. The QPs stay
+	// reachable until the end: a dropped one may be collected by its GC
+	// clean-up while Context.Close runs, which is another test's subject
+	// (TestDroppedChildrenOfLiveContextAreCollected) and would make the
+	// count below race with it.
+	var qps []*qp.QP
+	defer func() { runtime.KeepAlive(qps) }()
 	for i := range 3 {
 		m0 := uverbsMappings(t)
 		attr := qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c, SRQ: srq}
@@ -336,9 +343,11 @@ func TestSRQContextCloseFreesIt(t *testing.T) {
 		if i == 2 {
 			attr.SRQ, want = nil, 2
 		}
-		if _, err := qp.New(pd, attr); err != nil {
+		q, err := qp.New(pd, attr)
+		if err != nil {
 			t.Fatal(err)
 		}
+		qps = append(qps, q)
 		if got := uverbsMappings(t) - m0; got != want {
 			t.Errorf("QP %d (SRQ %v) added %d ring mappings, want %d", i, attr.SRQ != nil, got, want)
 		}
