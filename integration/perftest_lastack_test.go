@@ -56,12 +56,13 @@ func dropACKs(t *testing.T, link string, loss float32) {
 // the ACK and drops that ACK once the QP is in ERROR; a lost ACK is
 // answered only by a QP still in RTS. Here 20 % of the client's ACKs are
 // dropped (veth1, nothing else dropped), so in about one run of five the
-// ACK of the server's last message is lost: a client that closed at once
+// ACK of the server's last message is lost (eight runs miss it one time
+// in six on one kernel; make test-all runs three): a client that closed at once
 // left the Go server retrying into a destroyed QP until RETRY_EXC_ERR
 // ("Bad wc status 12"), which the C server printed in make test under
 // load. The client now waits for the server's disconnect first.
 func TestPerftestRDMACMLastACK(t *testing.T) {
-	const runs = 12
+	const runs = 8
 	devs := devices(t, 2)
 	dropACKs(t, "veth1", 20)
 	retries0 := hwCounter(t, devs[0], "completer_retry_err")
