@@ -2,10 +2,12 @@ package server
 
 import (
 	"bytes"
+	"errors"
 	"sync"
 	"testing"
 
 	"github.com/pureverbs/pureverbs/qp"
+	"golang.org/x/sys/unix"
 )
 
 // TestHoldAcrossClose is rogue's teardown regression (#1276) on the pool:
@@ -144,5 +146,22 @@ func TestFrameAllocsChannel(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per frame, want 0", allocs)
+	}
+}
+
+// A slab that cannot be unmapped when Close frees it (nothing held) is
+// Close's error, not dropped: the buffer refuses to unmap while its MR is
+// still registered, after a deregistration that failed.
+func TestPoolCloseReportsUnmap(t *testing.T) {
+	slab := make([]byte, 4*64)
+	p, err := newPool(slab, 0, 0, 64, 4, func() error { return unix.EBUSY })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.close(); !errors.Is(err, unix.EBUSY) {
+		t.Fatalf("close with nothing held = %v, want the unmap's EBUSY", err)
+	}
+	if err := p.close(); err != nil {
+		t.Fatalf("second close = %v, want nil", err)
 	}
 }

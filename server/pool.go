@@ -109,12 +109,12 @@ type pool struct {
 	// Release or Close wakes it with.
 	waiter *fdwait.Poller
 	closed bool
-	unmap  func() // frees the slab; run by Close or by the last Release after it
+	unmap  func() error // frees the slab; run by Close or by the last Release after it
 }
 
 // newPool lays out depth slots of size bytes over mem, which the device
 // knows at address base under lkey. All slots start idle.
-func newPool(mem []byte, base uint64, lkey uint32, size, depth int, unmap func()) (*pool, error) {
+func newPool(mem []byte, base uint64, lkey uint32, size, depth int, unmap func() error) (*pool, error) {
 	w, err := fdwait.New()
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
@@ -220,7 +220,11 @@ func (p *pool) release(slot uint32, gen uint64) {
 		last := uint32(p.counts.Add(^uint64(0))) == 0 // held-1
 		p.mu.Unlock()
 		if last {
-			p.freeSlab()
+			// The unmap fails only while the slab is still registered,
+			// that is after an MR deregistration that failed, which
+			// Server.Close has returned already; Release has no caller
+			// to tell.
+			_ = p.freeSlab()
 		}
 		return
 	}
@@ -298,13 +302,14 @@ func (p *pool) unpostAll() {
 }
 
 // close stops taking slots back: from now on Release disposes of them. The
-// slab is freed now if nothing is held, or by the last Release. Slots
-// still posted or queued count as disposed (their QP is gone).
-func (p *pool) close() {
+// slab is freed now if nothing is held (the error is the unmap's), or by
+// the last Release. Slots still posted or queued count as disposed (their
+// QP is gone).
+func (p *pool) close() error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return
+		return nil
 	}
 	p.closed = true
 	p.waiter.Close()
@@ -321,19 +326,21 @@ func (p *pool) close() {
 	p.counts.Store(uint64(held))
 	p.mu.Unlock()
 	if held == 0 {
-		p.freeSlab()
+		return p.freeSlab()
 	}
+	return nil
 }
 
 // freeSlab runs unmap once.
-func (p *pool) freeSlab() {
+func (p *pool) freeSlab() error {
 	p.mu.Lock()
 	f := p.unmap
 	p.unmap = nil
 	p.mu.Unlock()
 	if f != nil {
-		f()
+		return f()
 	}
+	return nil
 }
 
 // deliver turns a filled (idle) slot into the Frame for downstream: the

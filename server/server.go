@@ -98,7 +98,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.fresh, err = dev.newRCQueue(); err != nil {
 		err = errors.Join(err, dev.close())
-		s.pool.close() // nothing is held: frees the slab, after the MR is gone
+		err = errors.Join(err, s.pool.close()) // nothing is held: frees the slab, after the MR is gone
 		return nil, err
 	}
 	s.c.postedLow.Store(int64(cfg.Depth))
@@ -441,7 +441,7 @@ func (s *Server) teardown() error {
 		s.removalWait.Close() // returns once the watch has left its wait on the Context's fd
 	}
 	errs = append(errs, s.dev.close())
-	s.pool.close()
+	errs = append(errs, s.pool.close())
 	if s.frames != nil {
 		close(s.frames)
 	}

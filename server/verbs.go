@@ -85,10 +85,13 @@ func (d *device) slab() ([]byte, uint64, uint32) {
 
 // freeSlab unmaps the slab; the MR is gone by then (the buffer refuses
 // while it is registered).
-func (d *device) freeSlab() {
+func (d *device) freeSlab() error {
 	if d.buf != nil {
-		d.buf.Close()
+		if err := d.buf.Close(); err != nil {
+			return fmt.Errorf("server: unmap the receive slab: %w", err)
+		}
 	}
+	return nil
 }
 
 // closeAll releases everything, the slab last: for failures before any
