@@ -160,13 +160,19 @@ func (c *Cache) EnsureHostTools() error {
 	if len(missing) == 0 {
 		return nil
 	}
+	return c.aptInstall(missing)
+}
+
+// aptInstall installs pkgs with apt-get under the cache's lock, refreshing
+// the package lists once if the first attempt fails.
+func (c *Cache) aptInstall(pkgs []string) error {
 	unlock, err := c.Lock()
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	fmt.Fprintf(c.Log, "rxevm: installing %s\n", strings.Join(missing, " "))
-	install := append([]string{"install", "-y", "--no-install-recommends"}, missing...)
+	fmt.Fprintf(c.Log, "rxevm: installing %s\n", strings.Join(pkgs, " "))
+	install := append([]string{"install", "-y", "--no-install-recommends"}, pkgs...)
 	if _, err := c.run("", "apt-get", install...); err == nil {
 		return nil
 	}

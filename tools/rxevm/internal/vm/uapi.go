@@ -1,10 +1,8 @@
 package vm
 
 import (
-	"fmt"
 	"os/exec"
 	"path/filepath"
-	"strings"
 )
 
 // UAPISuite is the Debian suite whose linux-libc-dev (Linux 6.12's uapi
@@ -47,24 +45,10 @@ func (c *Cache) ensureGCC() error {
 }
 
 // ensureCompiler installs pkgs with apt-get when the compiler cc is not on
-// PATH, refreshing the package lists once if the first attempt fails.
+// PATH.
 func (c *Cache) ensureCompiler(cc string, pkgs []string) error {
 	if _, err := exec.LookPath(cc); err == nil {
 		return nil
 	}
-	unlock, err := c.Lock()
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	fmt.Fprintf(c.Log, "rxevm: installing %s\n", strings.Join(pkgs, " "))
-	install := append([]string{"install", "-y", "--no-install-recommends"}, pkgs...)
-	if _, err := c.run("", "apt-get", install...); err == nil {
-		return nil
-	}
-	if _, err := c.run("", "apt-get", "update"); err != nil {
-		return err
-	}
-	_, err = c.run("", "apt-get", install...)
-	return err
+	return c.aptInstall(pkgs)
 }
