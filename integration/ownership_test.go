@@ -3,87 +3,15 @@
 package integration
 
 import (
-	"encoding/binary"
 	"errors"
 	"runtime"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
-	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
-	"github.com/vishvananda/netlink/nl"
-	"golang.org/x/sys/unix"
 )
-
-// RDMA netlink (<rdma/rdma_netlink.h>): the resource summary the kernel
-// keeps per device, what `rdma resource show` prints.
-const (
-	rdmaNLNLDev           = 5 << 10 // RDMA_NL_NLDEV << RDMA_NL_GET_CLIENT_SHIFT
-	rdmaNLDevCmdResGet    = 9       // RDMA_NLDEV_CMD_RES_GET
-	rdmaNLDevAttrDevName  = 2       // RDMA_NLDEV_ATTR_DEV_NAME
-	rdmaNLDevAttrResSum   = 15      // RDMA_NLDEV_ATTR_RES_SUMMARY
-	rdmaNLDevAttrResEntry = 16      // RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY
-	rdmaNLDevAttrResName  = 17      // RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_NAME
-	rdmaNLDevAttrResCurr  = 18      // RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_CURR
-)
-
-// kernelResources returns the kernel's own counts of pd, cq, qp, mr (and
-// whatever else it tracks) for device name.
-func kernelResources(t *testing.T, name string) map[string]uint64 {
-	t.Helper()
-	msgs, err := nl.NewNetlinkRequest(rdmaNLNLDev|rdmaNLDevCmdResGet, unix.NLM_F_DUMP).Execute(unix.NETLINK_RDMA, 0)
-	if err != nil {
-		t.Fatalf("rdma netlink resource dump: %v", err)
-	}
-	for _, m := range msgs {
-		attrs, err := nl.ParseRouteAttr(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var dev string
-		counts := map[string]uint64{}
-		for _, a := range attrs {
-			switch a.Attr.Type &^ unix.NLA_F_NESTED {
-			case rdmaNLDevAttrDevName:
-				dev = strings.TrimRight(string(a.Value), "\x00")
-			case rdmaNLDevAttrResSum:
-				entries, err := nl.ParseRouteAttr(a.Value)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, e := range entries {
-					if e.Attr.Type&^unix.NLA_F_NESTED != rdmaNLDevAttrResEntry {
-						continue
-					}
-					fields, err := nl.ParseRouteAttr(e.Value)
-					if err != nil {
-						t.Fatal(err)
-					}
-					var n string
-					var v uint64
-					for _, f := range fields {
-						switch f.Attr.Type {
-						case rdmaNLDevAttrResName:
-							n = strings.TrimRight(string(f.Value), "\x00")
-						case rdmaNLDevAttrResCurr:
-							v = binary.NativeEndian.Uint64(f.Value)
-						}
-					}
-					counts[n] = v
-				}
-			}
-		}
-		if dev == name {
-			return counts
-		}
-	}
-	t.Fatalf("rdma netlink has no resource summary for %s", name)
-	return nil
-}
 
 // everything is one of each object a Context can own.
 type everything struct {
@@ -177,27 +105,6 @@ func TestOwnershipDroppedObjectsAreReleased(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	claimLeaks(t, "uverbs.Context command fd", "uverbs.PD", "uverbs.MR", "uverbs.CQ", "uverbs.QP", "rxe ring mapping", "uverbs.Buffer", "cq.Channel")
-}
-
-// claimLeaks takes the leaks the garbage collector found (the test dropped
-// objects on purpose) and fails unless one starts with each of want.
-func claimLeaks(t *testing.T, want ...string) {
-	t.Helper()
-	got := leakcheck.Collect(2 * time.Second)
-	for _, w := range want {
-		if !slices.ContainsFunc(got, func(l leakcheck.Leak) bool { return strings.HasPrefix(l.What, w) }) {
-			t.Errorf("the leak check did not report a dropped %s; it saw %v", w, got)
-		}
-	}
-}
-
-func sameCounts(a, b map[string]uint64) bool {
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return len(a) == len(b)
 }
 
 // Ownership proof (b): the same objects, kept by the caller, and only

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"net/netip"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,20 +51,6 @@ func (r *rxServer) serveCMOpts(opts server.CMOptions) (ended <-chan struct{}) {
 		}
 	})
 	return done
-}
-
-var sentFrames = regexp.MustCompile(`sent (\d+) frames`)
-
-// acknowledged is how many frames a rocev2-send run reported complete
-// (acknowledged by the server's QP) before it stopped.
-func acknowledged(t *testing.T, out string) uint64 {
-	t.Helper()
-	m := sentFrames.FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no \"sent N frames\" in:\n%s", out)
-	}
-	n, _ := strconv.ParseUint(m[1], 10, 64)
-	return n
 }
 
 // TestServerCMStream: rocev2-send -cm (librdmacm's defaults, no private

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -233,20 +234,6 @@ func oneCPUForRxe(t *testing.T) {
 	}
 }
 
-// hwCounter reads one of an rxe port's hardware counters.
-func hwCounter(t *testing.T, dev, name string) uint64 {
-	t.Helper()
-	b, err := os.ReadFile("/sys/class/infiniband/" + dev + "/ports/1/hw_counters/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 func readFull(c net.Conn, b []byte) (int, error) {
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	n := 0
@@ -258,4 +245,18 @@ func readFull(c net.Conn, b []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+var sentFrames = regexp.MustCompile(`sent (\d+) frames`)
+
+// acknowledged is how many frames a rocev2-send run reported complete
+// (acknowledged by the server's QP) before it stopped.
+func acknowledged(t *testing.T, out string) uint64 {
+	t.Helper()
+	m := sentFrames.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no \"sent N frames\" in:\n%s", out)
+	}
+	n, _ := strconv.ParseUint(m[1], 10, 64)
+	return n
 }

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -577,40 +576,6 @@ func TestServerSlowHandler(t *testing.T) {
 			t.Errorf("hold %s: no RNR NAK sent: the sender was not throttled by the receive queue", hold)
 		}
 	}
-}
-
-// hwCounters reads every hardware counter of an rxe port.
-func hwCounters(t *testing.T, dev string) map[string]uint64 {
-	t.Helper()
-	dir := "/sys/class/infiniband/" + dev + "/ports/1/hw_counters/"
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := map[string]uint64{}
-	for _, e := range ents {
-		b, err := os.ReadFile(dir + e.Name())
-		if err != nil {
-			continue
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-		if err == nil {
-			m[e.Name()] = n
-		}
-	}
-	return m
-}
-
-// counterDiff names the counters that changed.
-func counterDiff(a, b map[string]uint64) string {
-	var out []string
-	for k, v := range b {
-		if v != a[k] {
-			out = append(out, fmt.Sprintf("%s+%d", k, v-a[k]))
-		}
-	}
-	slices.Sort(out)
-	return strings.Join(out, " ")
 }
 
 func softnet() string {

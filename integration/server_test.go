@@ -552,16 +552,3 @@ func TestServerCloseWakesEveryone(t *testing.T) {
 	<-snd.done
 	t.Logf("Close took %v with a sender streaming (%d frames consumed), a stranger mid-exchange and Serve in Accept; the sender: %s", took, n, lastLine(snd.out.String()))
 }
-
-// within receives from ch, or fails the test after 30 s.
-func within[T any](t *testing.T, what string, ch <-chan T) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no %s within 30 s", what)
-		var zero T
-		return zero
-	}
-}
