@@ -130,7 +130,7 @@ func (c rxeCounters) minus(o rxeCounters) rxeCounters {
 // order and byte-identical. It returns the frame rate and the counters.
 func faultStream(t *testing.T, total int, sendArgs ...string) (float64, rxeCounters) {
 	t.Helper()
-	r := newRXServer(t, nil)
+	r := newRXServer(t)
 	c0 := readRxeCounters(t)
 	faultDiagnosis(t, r)
 	start := time.Now()
@@ -309,7 +309,7 @@ const senderRetries = 6
 // on 6.1.
 func TestNetemRetryBudget(t *testing.T) {
 	const code = 18
-	r := newRXServer(t, nil)
+	r := newRXServer(t)
 	passThrough(t)
 	devs := devices(t, 2)
 	h1 := hwCounters(t, devs[1])
@@ -354,7 +354,7 @@ func TestNetemRetryBudget(t *testing.T) {
 func TestNetemBlackoutWithinRetries(t *testing.T) {
 	const code = 20
 	total := faultFrames(3000)
-	r := newRXServer(t, nil)
+	r := newRXServer(t)
 	passThrough(t)
 	c0 := readRxeCounters(t)
 	devs := devices(t, 2)
@@ -395,7 +395,7 @@ func TestNetemBlackoutWithinRetries(t *testing.T) {
 // after a gap), and a new sender connects and streams without a restart.
 func TestNetemBlackoutBeyondRetries(t *testing.T) {
 	total := faultFrames(3000)
-	r := newRXServer(t, nil)
+	r := newRXServer(t)
 	passThrough(t)
 	snd := startPeer(t, faultLimit(3*time.Minute), "rocev2-send", r.sendArgs("-n", strconv.Itoa(total), "-s", "1-9000", "-c", "4", "-timeout", "14")...)
 	blackout(t, r, uint64(total/3), 2*time.Second)

@@ -61,7 +61,7 @@ func TestKilledServerLeavesNothing(t *testing.T) {
 func TestKilledSenderLeavesNothing(t *testing.T) {
 	devs := devices(t, 2)
 	base1 := rdmaResources(t, devs[1])
-	r := newRXServer(t, nil)
+	r := newRXServer(t)
 	snd := startPeer(t, 5*time.Minute, "rocev2-send", r.sendArgs("-n", "0", "-t", "4m", "-s", "1-9000", "-C", "0")...)
 	r.waitFrames(500, time.Minute)
 	if held := rdmaResources(t, devs[1]); held["qp"] <= base1["qp"] || held["mr"] <= base1["mr"] {

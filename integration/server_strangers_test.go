@@ -436,7 +436,7 @@ func sameFile(t *testing.T, file string, want []byte) {
 // stranger makes a connection, and a sender from outside an allow-list is
 // refused.
 func TestServerStrangers(t *testing.T) {
-	r := newRXServer(t, nil)
+	r := newRXServer(t)
 	devs := devices(t, 2)
 	c0, c1 := hwCounters(t, devs[0]), hwCounters(t, devs[1])
 	addr := "127.0.0.1:" + strconv.Itoa(r.port)
@@ -491,9 +491,9 @@ func TestServerStrangers(t *testing.T) {
 // TestServerAllowList: with AllowedSenders set, a client from elsewhere is
 // closed before any exchange while a sender on the list streams.
 func TestServerAllowList(t *testing.T) {
-	r := newRXServerOpts(t, nil, func(o *server.ServeOptions) {
+	r := newRXServer(t, withServe(func(o *server.ServeOptions) {
 		o.AllowedSenders = allowVeth
-	})
+	}))
 	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(r.port))
 	if err != nil {
 		t.Fatal(err)
@@ -518,14 +518,14 @@ func TestServerCloseFromHandler(t *testing.T) {
 	closed := make(chan error, 1)
 	var r *rxServer
 	var n atomic.Int64
-	r = newRXServer(t, func(c *server.Config) {
+	r = newRXServer(t, withConfig(func(c *server.Config) {
 		c.Handler = func(f server.Frame) {
 			f.Release()
 			if n.Add(1) == 50 {
 				closed <- r.srv.Close()
 			}
 		}
-	})
+	}))
 	startPeer(t, time.Minute, "rocev2-send", r.sendArgs("-n", "1000", "-s", "100")...)
 	select {
 	case err := <-closed:
@@ -676,8 +676,9 @@ func TestStrangerStorm(t *testing.T) {
 // connection ends with ErrIdle, its QP is freed, and the next sender
 // connects and streams at once.
 func TestServerIdleSender(t *testing.T) {
-	r := newRXServerOpts(t, func(c *server.Config) { c.IdleTimeout = 1500 * time.Millisecond },
-		func(o *server.ServeOptions) { o.WatchPeer = false })
+	r := newRXServer(t,
+		withConfig(func(c *server.Config) { c.IdleTimeout = 1500 * time.Millisecond }),
+		withServe(func(o *server.ServeOptions) { o.WatchPeer = false }))
 	r.send(time.Minute, "-n", "100", "-s", "500")
 	r.waitFrames(100, 30*time.Second)
 	st := r.waitStats(20*time.Second, "the idle connection's end", func(s *server.Stats) bool { return s.SessionEnds == 1 })
@@ -701,7 +702,7 @@ func TestServerIdleSender(t *testing.T) {
 // returns.
 func TestServerPanicStops(t *testing.T) {
 	var n atomic.Int64
-	r := newRXServer(t, func(c *server.Config) {
+	r := newRXServer(t, withConfig(func(c *server.Config) {
 		c.PanicStops = true
 		c.Handler = func(f server.Frame) {
 			if n.Add(1) == 10 {
@@ -709,7 +710,7 @@ func TestServerPanicStops(t *testing.T) {
 			}
 			f.Release()
 		}
-	})
+	}))
 	startPeer(t, time.Minute, "rocev2-send", r.sendArgs("-n", "100", "-s", "100")...)
 	select {
 	case <-r.srv.Done():
