@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"encoding/binary"
 	"fmt"
 	"maps"
 	"os"
@@ -15,8 +14,6 @@ import (
 
 	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netlink/nl"
-	"golang.org/x/sys/unix"
 )
 
 // openFDs counts the process's open file descriptors.
@@ -39,72 +36,6 @@ func uverbsMappings(t testing.TB) int {
 	return strings.Count(string(maps), "/dev/infiniband/uverbs")
 }
 
-// RDMA netlink (<rdma/rdma_netlink.h>): the resource summary the kernel
-// keeps per device, what `rdma resource show` prints.
-const (
-	rdmaNLNLDev           = 5 << 10 // RDMA_NL_NLDEV << RDMA_NL_GET_CLIENT_SHIFT
-	rdmaNLDevCmdResGet    = 9       // RDMA_NLDEV_CMD_RES_GET
-	rdmaNLDevAttrDevName  = 2       // RDMA_NLDEV_ATTR_DEV_NAME
-	rdmaNLDevAttrResSum   = 15      // RDMA_NLDEV_ATTR_RES_SUMMARY
-	rdmaNLDevAttrResEntry = 16      // RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY
-	rdmaNLDevAttrResName  = 17      // RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_NAME
-	rdmaNLDevAttrResCurr  = 18      // RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_CURR
-)
-
-// kernelResources returns the kernel's own counts of pd, cq, qp, mr (and
-// whatever else it tracks) for device name.
-func kernelResources(t *testing.T, name string) map[string]uint64 {
-	t.Helper()
-	msgs, err := nl.NewNetlinkRequest(rdmaNLNLDev|rdmaNLDevCmdResGet, unix.NLM_F_DUMP).Execute(unix.NETLINK_RDMA, 0)
-	if err != nil {
-		t.Fatalf("rdma netlink resource dump: %v", err)
-	}
-	for _, m := range msgs {
-		attrs, err := nl.ParseRouteAttr(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var dev string
-		counts := map[string]uint64{}
-		for _, a := range attrs {
-			switch a.Attr.Type &^ unix.NLA_F_NESTED {
-			case rdmaNLDevAttrDevName:
-				dev = strings.TrimRight(string(a.Value), "\x00")
-			case rdmaNLDevAttrResSum:
-				entries, err := nl.ParseRouteAttr(a.Value)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, e := range entries {
-					if e.Attr.Type&^unix.NLA_F_NESTED != rdmaNLDevAttrResEntry {
-						continue
-					}
-					fields, err := nl.ParseRouteAttr(e.Value)
-					if err != nil {
-						t.Fatal(err)
-					}
-					var n string
-					var v uint64
-					for _, f := range fields {
-						switch f.Attr.Type {
-						case rdmaNLDevAttrResName:
-							n = strings.TrimRight(string(f.Value), "\x00")
-						case rdmaNLDevAttrResCurr:
-							v = binary.NativeEndian.Uint64(f.Value)
-						}
-					}
-					counts[n] = v
-				}
-			}
-		}
-		if dev == name {
-			return counts
-		}
-	}
-	t.Fatalf("rdma netlink has no resource summary for %s", name)
-	return nil
-}
-
 // claimLeaks takes the leaks the garbage collector found (the test dropped
 // objects on purpose) and fails unless one starts with each of want.
 func claimLeaks(t *testing.T, want ...string) {
@@ -115,15 +46,6 @@ func claimLeaks(t *testing.T, want ...string) {
 			t.Errorf("the leak check did not report a dropped %s; it saw %v", w, got)
 		}
 	}
-}
-
-func sameCounts(a, b map[string]uint64) bool {
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return len(a) == len(b)
 }
 
 // rdmaResources is the kernel's resource summary of dev (`rdma resource`:

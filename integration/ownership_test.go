@@ -4,6 +4,7 @@ package integration
 
 import (
 	"errors"
+	"maps"
 	"runtime"
 	"testing"
 	"time"
@@ -75,14 +76,14 @@ func TestOwnershipDroppedObjectsAreReleased(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, kernBefore := uvCount(t), kernelResources(t, name)
+	before, kernBefore := uvCount(t), rdmaResources(t, name)
 	func() {
 		ctx, err := uverbs.Open(d)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_ = makeEverything(t, ctx)
-		during := kernelResources(t, name)
+		during := rdmaResources(t, name)
 		for _, res := range []string{"pd", "cq", "qp", "mr"} {
 			if during[res] <= kernBefore[res] {
 				t.Fatalf("kernel counts %s %d with the objects alive, %d before: the check would prove nothing", res, during[res], kernBefore[res])
@@ -95,8 +96,8 @@ func TestOwnershipDroppedObjectsAreReleased(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		runtime.GC()
-		now, kern := uvCount(t), kernelResources(t, name)
-		if now == before && sameCounts(kern, kernBefore) {
+		now, kern := uvCount(t), rdmaResources(t, name)
+		if now == before && maps.Equal(kern, kernBefore) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -117,7 +118,7 @@ func TestOwnershipContextCloseReleasesChildren(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kernBefore := kernelResources(t, name)
+	kernBefore := rdmaResources(t, name)
 	ctx, err := uverbs.Open(d)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +133,7 @@ func TestOwnershipContextCloseReleasesChildren(t *testing.T) {
 	if fds, maps := uverbsHeld(); len(fds)+len(maps) != 0 {
 		t.Fatalf("after Context.Close: uverbs fds %v, mappings %v", fds, maps)
 	}
-	if kern := kernelResources(t, name); !sameCounts(kern, kernBefore) {
+	if kern := rdmaResources(t, name); !maps.Equal(kern, kernBefore) {
 		t.Fatalf("kernel counts after Context.Close %v, before %v", kern, kernBefore)
 	}
 	wc := make([]cq.WC, 4)

@@ -4,6 +4,7 @@ package integration
 
 import (
 	"errors"
+	"maps"
 	"net"
 	"net/netip"
 	"strings"
@@ -321,7 +322,7 @@ func TestUDContextCloseFreesAH(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := kernelResources(t, name)
+	before := rdmaResources(t, name)
 	ctx, err := uverbs.Open(d)
 	if err != nil {
 		t.Fatal(err)
@@ -361,7 +362,7 @@ func TestUDContextCloseFreesAH(t *testing.T) {
 	if err := ctx.Close(); err != nil {
 		t.Fatalf("Context.Close with live AHs: %v", err)
 	}
-	if after := kernelResources(t, name); !sameCounts(after, before) {
+	if after := rdmaResources(t, name); !maps.Equal(after, before) {
 		t.Fatalf("kernel counts after Context.Close %v, before %v", after, before)
 	}
 	for _, ah := range ahs {

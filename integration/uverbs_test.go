@@ -30,7 +30,7 @@ func uvExpect(i int) (netdev string, gid uverbs.GID) {
 	return fmt.Sprintf("veth%d", i), gid
 }
 
-func uvOpen(t *testing.T, name string) *uverbs.Context {
+func uvOpen(t testing.TB, name string) *uverbs.Context {
 	t.Helper()
 	d, err := uverbs.DeviceByName(name)
 	if err != nil {
@@ -578,7 +578,7 @@ func TestUverbsDoorbellMatchesLibrxe(t *testing.T) {
 
 // The cost of the two kernel round trips of the data path, in this VM.
 func BenchmarkUverbsReqNotify(b *testing.B) {
-	ctx := uvOpenB(b)
+	ctx := uvOpen(b, devices(b, 1)[0])
 	c, err := cq.New(ctx, 16, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -593,7 +593,7 @@ func BenchmarkUverbsReqNotify(b *testing.B) {
 }
 
 func BenchmarkUverbsPostSendDoorbell(b *testing.B) {
-	ctx := uvOpenB(b)
+	ctx := uvOpen(b, devices(b, 1)[0])
 	pd, err := ctx.AllocPD()
 	if err != nil {
 		b.Fatal(err)
@@ -618,20 +618,6 @@ func BenchmarkUverbsPostSendDoorbell(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-}
-
-func uvOpenB(b *testing.B) *uverbs.Context {
-	b.Helper()
-	d, err := uverbs.DeviceByName(devices(b, 1)[0])
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, err := uverbs.Open(d)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ctx.Close() })
-	return ctx
 }
 
 // A Context dropped without Close (with a PD in it) still gives its fds
