@@ -136,7 +136,7 @@ func (q *QP) Query() (Attr, error) {
 	if err != nil {
 		return Attr{}, err
 	}
-	attr := attrFrom(&v)
+	attr := AttrFromVerbs(&v)
 	q.state.Store(uint32(attr.State))
 	return attr, nil
 }
