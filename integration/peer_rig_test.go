@@ -46,10 +46,20 @@ func (l *lockedBuffer) String() string {
 // startPeer starts name with args, killed after limit or at test cleanup.
 func startPeer(t testing.TB, limit time.Duration, name string, args ...string) *peer {
 	t.Helper()
+	return startPeerWith(t, limit, nil, name, args...)
+}
+
+// startPeerWith is startPeer with edit, if set, adjusting the command
+// (its environment, say) before it starts.
+func startPeerWith(t testing.TB, limit time.Duration, edit func(*exec.Cmd), name string, args ...string) *peer {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	p := &peer{name: name, done: make(chan struct{})}
 	p.cmd = exec.CommandContext(ctx, name, args...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
+	if edit != nil {
+		edit(p.cmd)
+	}
 	if err := p.cmd.Start(); err != nil {
 		cancel()
 		t.Fatalf("start %s: %v", name, err)
