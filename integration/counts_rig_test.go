@@ -140,3 +140,21 @@ func counterDiff(a, b map[string]uint64) string {
 	slices.Sort(out)
 	return strings.Join(out, " ")
 }
+
+// uvResources counts what this process holds of the kernel: open fds, and
+// mappings of uverbs devices (rxe rings).
+type uvResources struct{ fds, ringMaps int }
+
+// uvCount takes both counts.
+func uvCount(t testing.TB) uvResources {
+	t.Helper()
+	return uvResources{fds: openFDs(t), ringMaps: uverbsMappings(t)}
+}
+
+// uvSame fails the test unless both counts are what they were before.
+func uvSame(t testing.TB, what string, before uvResources) {
+	t.Helper()
+	if after := uvCount(t); after != before {
+		t.Errorf("%s: resources %+v before, %+v after", what, before, after)
+	}
+}

@@ -91,3 +91,18 @@ func within[T any](t *testing.T, what string, ch <-chan T) T {
 		return zero
 	}
 }
+
+// uvOpen opens device name; t.Cleanup closes the context.
+func uvOpen(t testing.TB, name string) *uverbs.Context {
+	t.Helper()
+	d, err := uverbs.DeviceByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, err := uverbs.Open(d)
+	if err != nil {
+		t.Fatalf("open %s: %v", name, err)
+	}
+	t.Cleanup(func() { ctx.Close() })
+	return ctx
+}

@@ -30,37 +30,6 @@ func uvExpect(i int) (netdev string, gid uverbs.GID) {
 	return fmt.Sprintf("veth%d", i), gid
 }
 
-func uvOpen(t testing.TB, name string) *uverbs.Context {
-	t.Helper()
-	d, err := uverbs.DeviceByName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, err := uverbs.Open(d)
-	if err != nil {
-		t.Fatalf("open %s: %v", name, err)
-	}
-	t.Cleanup(func() { ctx.Close() })
-	return ctx
-}
-
-// uvResources counts what this process holds of the kernel: open fds, and
-// mappings of uverbs devices (rxe rings).
-type uvResources struct{ fds, ringMaps int }
-
-func uvCount(t *testing.T) uvResources {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	maps, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return uvResources{fds: len(ents), ringMaps: strings.Count(string(maps), "/dev/infiniband/")}
-}
-
 // uvMapped reports whether a mapping starts at addr.
 func uvMapped(t *testing.T, addr uint64) bool {
 	t.Helper()
@@ -69,13 +38,6 @@ func uvMapped(t *testing.T, addr uint64) bool {
 		t.Fatal(err)
 	}
 	return strings.Contains(string(maps), fmt.Sprintf("\n%x-", addr)) || strings.HasPrefix(string(maps), fmt.Sprintf("%x-", addr))
-}
-
-func uvSame(t *testing.T, what string, before uvResources) {
-	t.Helper()
-	if after := uvCount(t); after != before {
-		t.Errorf("%s: resources %+v before, %+v after", what, before, after)
-	}
 }
 
 func TestUverbsDiscovery(t *testing.T) {
