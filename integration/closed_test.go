@@ -71,7 +71,8 @@ func TestClosedHandleReuse(t *testing.T) {
 	}
 }
 
-// RegisterMR and AllocMW on the closed PD must not register in the new one.
+// closedPD: RegisterMR and AllocMW on the closed PD must not register in the
+// new one.
 func closedPD(t *testing.T, r reuseRig) {
 	oldPD, err := r.ctx.AllocPD()
 	if err != nil {
@@ -99,7 +100,7 @@ func closedPD(t *testing.T, r reuseRig) {
 	}
 }
 
-// Rereg of the closed MR must not change the new one.
+// closedMR: Rereg of the closed MR must not change the new one.
 func closedMR(t *testing.T, r reuseRig) {
 	oldMR, err := r.pd.RegisterMR(r.buf, uverbs.AccessLocalWrite)
 	if err != nil {
@@ -120,7 +121,8 @@ func closedMR(t *testing.T, r reuseRig) {
 	}
 }
 
-// ReqNotify and Poll of the closed CQ must not arm or drain the new one.
+// closedCQ: ReqNotify and Poll of the closed CQ must not arm or drain the
+// new one.
 func closedCQ(t *testing.T, r reuseRig) {
 	oldCQ, err := rxe.CreateCQ(r.ctx, uverbs.CQAttr{CQE: 16})
 	if err != nil {
@@ -143,8 +145,8 @@ func closedCQ(t *testing.T, r reuseRig) {
 	}
 }
 
-// Modify, Query and PostSend of the closed rxe QP must not move the new one
-// out of RESET.
+// closedRxeQP: Modify, Query and PostSend of the closed rxe QP must not move
+// the new one out of RESET.
 func closedRxeQP(t *testing.T, r reuseRig) {
 	c, err := rxe.CreateCQ(r.ctx, uverbs.CQAttr{CQE: 16})
 	if err != nil {
@@ -184,7 +186,7 @@ func closedRxeQP(t *testing.T, r reuseRig) {
 	}
 }
 
-// ToError of the closed qp.QP must not flush the new one.
+// closedQP: ToError of the closed qp.QP must not flush the new one.
 func closedQP(t *testing.T, r reuseRig) {
 	userCQ, err := cq.New(r.ctx, 16, nil)
 	if err != nil {
@@ -218,8 +220,8 @@ func closedQP(t *testing.T, r reuseRig) {
 	}
 }
 
-// SetLimit, Resize, Query and PostRecv of the closed SRQ must not arm,
-// resize or fill the new one.
+// closedSRQ: SetLimit, Resize, Query and PostRecv of the closed SRQ must not
+// arm, resize or fill the new one.
 func closedSRQ(t *testing.T, r reuseRig) {
 	srqAttr := qp.SRQAttr{MaxWR: 8, MaxSGE: 1}
 	oldSRQ, err := qp.NewSRQ(r.pd, srqAttr)
@@ -256,8 +258,8 @@ func closedSRQ(t *testing.T, r reuseRig) {
 	}
 }
 
-// A UD send addressed with the closed AH must not be posted (its AH number
-// names nothing, or another AH; rxe would fail the QP).
+// closedAH: a UD send addressed with the closed AH must not be posted (its
+// AH number names nothing, or another AH; rxe would fail the QP).
 func closedAH(t *testing.T, r reuseRig) {
 	sgid := roceV2GID(t, r.ctx)
 	udCQ, err := cq.New(r.ctx, 16, nil)
@@ -295,8 +297,9 @@ func closedAH(t *testing.T, r reuseRig) {
 	}
 }
 
-// Binding the closed window (a type 2 bind WR, or a type 1 bind through a
-// QP in INIT) must not post a bind: its rkey may name the new window.
+// closedMW: binding the closed window (a type 2 bind WR, or a type 1 bind
+// through a QP in INIT) must not post a bind: its rkey may name the new
+// window.
 func closedMW(t *testing.T, r reuseRig) {
 	userCQ, err := cq.New(r.ctx, 16, nil)
 	if err != nil {

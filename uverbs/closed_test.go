@@ -12,9 +12,9 @@ import (
 	"time"
 )
 
-// objectsOf creates one of every object on c's fake command fd, whose
-// all-zero answers give every object handle 0, as the kernel hands a freed
-// handle to the next object of its type.
+// fakeObjects is one of every object on a fake command fd, whose all-zero
+// answers give every object handle 0, as the kernel hands a freed handle
+// to the next object of its type (makeFakeObjects creates them).
 type fakeObjects struct {
 	pd  *PD
 	buf *Buffer
