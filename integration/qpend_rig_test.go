@@ -194,3 +194,21 @@ func quiet(t testing.TB, c *cq.CQ, what string) {
 func sge(e *qpEnd, off, length int) uverbs.SGE {
 	return uverbs.SGE{Addr: e.mr.Addr() + uint64(off), Length: uint32(length), LKey: e.mr.LKey()}
 }
+
+// connectOne connects qa (on end a) with qb (on end b), both ways.
+func connectOne(t testing.TB, a *qpEnd, qa *qp.QP, b *qpEnd, qb *qp.QP) {
+	t.Helper()
+	for _, s := range []struct {
+		e      *qpEnd
+		q      *qp.QP
+		re     *qpEnd
+		remote *qp.QP
+	}{{a, qa, b, qb}, {b, qb, a, qa}} {
+		if err := s.q.Connect(qp.Peer{QPN: s.remote.Num(), PSN: psn(s.remote), GID: s.re.gid}, qp.ConnectOptions{
+			SGID: s.e.sgid, PathMTU: s.e.port.ActiveMTU, SendPSN: psn(s.q),
+			Access: uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead,
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
