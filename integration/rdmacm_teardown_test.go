@@ -143,7 +143,7 @@ func TestCMTeardownAfterFailedConnect(t *testing.T) {
 	}
 
 	// Dial, rejected by the listener; Teardown's error comes back too.
-	t.Run("Dial/rejected", func(t *testing.T) {
+	t.Run("DialRejected", func(t *testing.T) {
 		base0, base1 := rdmaResources(t, "rxe0"), rdmaResources(t, "rxe1")
 		go func() {
 			r, err := l.Request(ctx)
@@ -169,7 +169,7 @@ func TestCMTeardownAfterFailedConnect(t *testing.T) {
 	})
 
 	// DialUD, rejected by a UD listener.
-	t.Run("DialUD/rejected", func(t *testing.T) {
+	t.Run("DialUDRejected", func(t *testing.T) {
 		base1 := rdmaResources(t, "rxe1")
 		lu, err := rdmacm.ListenUD(ctx, "10.99.0.1:7679", rdmacm.Options{})
 		if err != nil {
@@ -202,7 +202,7 @@ func TestCMTeardownAfterFailedConnect(t *testing.T) {
 	// Accept, its REP out, ended by its deadline: a raw requester on rxe1
 	// never sends the RTU. rxe1's count includes the requester's id until
 	// its channel closes.
-	t.Run("Accept/deadline", func(t *testing.T) {
+	t.Run("AcceptDeadline", func(t *testing.T) {
 		base0, base1 := rdmaResources(t, "rxe0"), rdmaResources(t, "rxe1")
 		ach, err := ucma.Open()
 		if err != nil {
