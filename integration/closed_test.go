@@ -124,14 +124,14 @@ func closedMR(t *testing.T, r reuseRig) {
 // closedCQ: ReqNotify and Poll of the closed CQ must not arm or drain the
 // new one.
 func closedCQ(t *testing.T, r reuseRig) {
-	oldCQ, err := rxe.CreateCQ(r.ctx, uverbs.CQAttr{CQE: 16})
+	oldCQ, err := rxe.CreateCQ(r.ctx, uverbs.CQSpec{CQE: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := oldCQ.Close(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := rxe.CreateCQ(r.ctx, uverbs.CQAttr{CQE: 16})
+	c, err := rxe.CreateCQ(r.ctx, uverbs.CQSpec{CQE: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,12 +148,12 @@ func closedCQ(t *testing.T, r reuseRig) {
 // closedRxeQP: Modify, Query and PostSend of the closed rxe QP must not move
 // the new one out of RESET.
 func closedRxeQP(t *testing.T, r reuseRig) {
-	c, err := rxe.CreateCQ(r.ctx, uverbs.CQAttr{CQE: 16})
+	c, err := rxe.CreateCQ(r.ctx, uverbs.CQSpec{CQE: 16})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	attr := uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: c.Verbs(), RecvCQ: c.Verbs(), Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	attr := uverbs.QPSpec{Type: uverbs.QPTypeRC, SendCQ: c.Verbs(), RecvCQ: c.Verbs(), Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}}
 	oldQP, err := rxe.CreateQP(r.pd, attr)
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +193,7 @@ func closedQP(t *testing.T, r reuseRig) {
 		t.Fatal(err)
 	}
 	defer userCQ.Close()
-	oldUserQP, err := qp.New(r.pd, qp.InitAttr{Type: qp.RC, SendCQ: userCQ, RecvCQ: userCQ})
+	oldUserQP, err := qp.New(r.pd, qp.Spec{Type: qp.RC, SendCQ: userCQ, RecvCQ: userCQ})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func closedQP(t *testing.T, r reuseRig) {
 	if err := oldUserQP.Close(); err != nil {
 		t.Fatal(err)
 	}
-	userQP, err := qp.New(r.pd, qp.InitAttr{Type: qp.RC, SendCQ: userCQ, RecvCQ: userCQ})
+	userQP, err := qp.New(r.pd, qp.Spec{Type: qp.RC, SendCQ: userCQ, RecvCQ: userCQ})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func closedAH(t *testing.T, r reuseRig) {
 		t.Fatal(err)
 	}
 	defer udCQ.Close()
-	ud, err := qp.New(r.pd, qp.InitAttr{Type: qp.UD, SendCQ: udCQ, RecvCQ: udCQ})
+	ud, err := qp.New(r.pd, qp.Spec{Type: qp.UD, SendCQ: udCQ, RecvCQ: udCQ})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func closedAH(t *testing.T, r reuseRig) {
 	if err := ud.ActivateUD(qp.UDOptions{QKey: 0x11111111}); err != nil {
 		t.Fatal(err)
 	}
-	ahParams := qp.AHParams{DGID: sgid.GID, SGID: sgid}
+	ahParams := qp.AHSpec{DGID: sgid.GID, SGID: sgid}
 	oldAH, err := qp.NewAH(r.pd, ahParams)
 	if err != nil {
 		t.Fatal(err)
@@ -306,7 +306,7 @@ func closedMW(t *testing.T, r reuseRig) {
 		t.Fatal(err)
 	}
 	defer userCQ.Close()
-	userQP, err := qp.New(r.pd, qp.InitAttr{Type: qp.RC, SendCQ: userCQ, RecvCQ: userCQ})
+	userQP, err := qp.New(r.pd, qp.Spec{Type: qp.RC, SendCQ: userCQ, RecvCQ: userCQ})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +488,7 @@ func TestDroppedChildrenOfLiveContextAreCollected(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c}); err != nil {
+		if _, err := qp.New(pd, qp.Spec{Type: qp.RC, SendCQ: c, RecvCQ: c}); err != nil {
 			t.Fatal(err)
 		}
 		onChannel, err := cq.New(ctx, 16, ch)

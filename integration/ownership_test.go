@@ -51,7 +51,7 @@ func makeEverything(t *testing.T, ctx *uverbs.Context) everything {
 	if err := c.ReqNotify(false); err != nil {
 		t.Fatal(err)
 	}
-	q, err := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c})
+	q, err := qp.New(pd, qp.Spec{Type: qp.RC, SendCQ: c, RecvCQ: c})
 	if err != nil {
 		t.Fatal(err)
 	}

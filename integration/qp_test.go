@@ -496,7 +496,7 @@ func TestQPResourcesReleased(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = qp.New(e.pd, qp.InitAttr{Type: qp.RC, SendCQ: e.cq, RecvCQ: e.cq, Cap: qp.Cap{MaxSendWR: uint32(attr.MaxQPWR) + 1}})
+		_, err = qp.New(e.pd, qp.Spec{Type: qp.RC, SendCQ: e.cq, RecvCQ: e.cq, Cap: qp.Cap{MaxSendWR: uint32(attr.MaxQPWR) + 1}})
 		if !errors.Is(err, unix.EINVAL) {
 			t.Fatalf("a QP beyond max_qp_wr: %v", err)
 		}
@@ -541,7 +541,7 @@ func TestQPHalfwayChild(t *testing.T) {
 	if err := unix.Setrlimit(unix.RLIMIT_AS, &capAS); err != nil {
 		t.Fatal(err)
 	}
-	_, err := qp.New(e.pd, qp.InitAttr{Type: qp.RC, SendCQ: e.cq, RecvCQ: e.cq, Cap: qp.Cap{MaxSendWR: 4096, MaxRecvWR: 128, MaxInlineData: 256}})
+	_, err := qp.New(e.pd, qp.Spec{Type: qp.RC, SendCQ: e.cq, RecvCQ: e.cq, Cap: qp.Cap{MaxSendWR: 4096, MaxRecvWR: 128, MaxInlineData: 256}})
 	if rerr := unix.Setrlimit(unix.RLIMIT_AS, &old); rerr != nil {
 		t.Fatal(rerr)
 	}

@@ -107,7 +107,7 @@ func openEnd(t testing.TB, dev string, o endOpts) *qpEnd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { closeOK(t, "CQ", e.cq.Close()) })
-	if e.qp, err = qp.New(e.pd, qp.InitAttr{Type: cmp.Or(o.typ, qp.RC), SendCQ: e.cq, RecvCQ: e.cq, Cap: o.cap}); err != nil {
+	if e.qp, err = qp.New(e.pd, qp.Spec{Type: cmp.Or(o.typ, qp.RC), SendCQ: e.cq, RecvCQ: e.cq, Cap: o.cap}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { closeOK(t, "QP", e.qp.Close()) })

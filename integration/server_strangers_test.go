@@ -80,7 +80,7 @@ func openFPGA(t *testing.T, dev string) *fpga {
 	must(err)
 	f.cq, err = cq.New(f.ctx, fpgaDepth+1, nil)
 	must(err)
-	f.qp, err = qp.New(f.pd, qp.InitAttr{Type: qp.RC, SendCQ: f.cq, RecvCQ: f.cq,
+	f.qp, err = qp.New(f.pd, qp.Spec{Type: qp.RC, SendCQ: f.cq, RecvCQ: f.cq,
 		Cap: qp.Cap{MaxSendWR: fpgaDepth, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	must(err)
 	must(f.qp.ToInit(qp.InitParams{Port: 1}))

@@ -33,12 +33,12 @@ func newSRQRig(t *testing.T, n int, attr qp.SRQAttr) *srqRig {
 	}
 	t.Cleanup(func() { closeOK(t, "SRQ", r.srq.Close()) })
 	for range n {
-		rq, err := qp.New(r.rx.pd, qp.InitAttr{Type: qp.RC, SendCQ: r.rx.cq, RecvCQ: r.rx.cq, SRQ: r.srq})
+		rq, err := qp.New(r.rx.pd, qp.Spec{Type: qp.RC, SendCQ: r.rx.cq, RecvCQ: r.rx.cq, SRQ: r.srq})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { closeOK(t, "QP on SRQ", rq.Close()) })
-		tq, err := qp.New(r.tx.pd, qp.InitAttr{Type: qp.RC, SendCQ: r.tx.cq, RecvCQ: r.tx.cq})
+		tq, err := qp.New(r.tx.pd, qp.Spec{Type: qp.RC, SendCQ: r.tx.cq, RecvCQ: r.tx.cq})
 		if err != nil {
 			t.Fatal(err)
 		}

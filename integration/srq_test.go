@@ -237,7 +237,7 @@ func TestSRQContextCloseFreesIt(t *testing.T) {
 	defer func() { runtime.KeepAlive(qps) }()
 	for i := range 3 {
 		m0 := uverbsMappings(t)
-		attr := qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c, SRQ: srq}
+		attr := qp.Spec{Type: qp.RC, SendCQ: c, RecvCQ: c, SRQ: srq}
 		want := 1
 		if i == 2 {
 			attr.SRQ, want = nil, 2

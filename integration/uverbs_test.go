@@ -210,7 +210,7 @@ func TestUverbsResources(t *testing.T) {
 	if _, err := cq.New(ctx, attr.MaxCQE+1, ch); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("CQ with cqe %d > max_cqe = %v, want EINVAL", attr.MaxCQE+1, err)
 	}
-	q, err := rxe.CreateQP(pd, uverbs.QPInitAttr{
+	q, err := rxe.CreateQP(pd, uverbs.QPSpec{
 		Type: uverbs.QPTypeRC, SendCQ: c.Verbs(), RecvCQ: c.Verbs(),
 		Cap: uverbs.QPCap{MaxSendWR: 1 << 30, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1},
 	})
@@ -220,7 +220,7 @@ func TestUverbsResources(t *testing.T) {
 	}
 	uvSame(t, "failed CQ and QP creation", mid)
 
-	q, err = rxe.CreateQP(pd, uverbs.QPInitAttr{
+	q, err = rxe.CreateQP(pd, uverbs.QPSpec{
 		Type: uverbs.QPTypeRC, SendCQ: c.Verbs(), RecvCQ: c.Verbs(),
 		Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1},
 	})
@@ -392,7 +392,7 @@ func TestUverbsCompletionEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := rxe.CreateQP(pd, uverbs.QPInitAttr{
+	q, err := rxe.CreateQP(pd, uverbs.QPSpec{
 		Type: uverbs.QPTypeRC, SendCQ: c.Verbs(), RecvCQ: c.Verbs(),
 		Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1},
 	})
@@ -566,7 +566,7 @@ func BenchmarkUverbsPostSendDoorbell(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer c.Close()
-	q, err := rxe.CreateQP(pd, uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: c.Verbs(), RecvCQ: c.Verbs(),
+	q, err := rxe.CreateQP(pd, uverbs.QPSpec{Type: uverbs.QPTypeRC, SendCQ: c.Verbs(), RecvCQ: c.Verbs(),
 		Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		b.Fatal(err)

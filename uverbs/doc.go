@@ -31,8 +31,8 @@
 // # Provider API
 //
 // Providers only; applications use packages cq and qp. [CQ], [QP], [SRQ],
-// [CompChannel] and [AH], their blueprints and attributes ([CQAttr], [QPInitAttr],
-// [QPAttr], [QPAttrMask], [QPCap], [QPState], [QPType], [SRQInitAttr],
+// [CompChannel] and [AH], their blueprints and attributes ([CQSpec], [QPSpec],
+// [QPAttr], [QPAttrMask], [QPCap], [QPState], [QPType], [SRQSpec],
 // [SRQAttr], [AHAttr], [GlobalRoute]), the raw attribute structs the RDMA
 // CM ABI shares ([AHAttrABI], [QPAttrABI]) and [Context.Mmap] are the kernel
 // objects beneath cq and qp, the way libibverbs installs driver.h for its

@@ -280,7 +280,7 @@ func (c *Conn) build(o *Options, typ qp.Type) error {
 	if c.cq, err = cq.New(ctx, cqe, c.compCh); err != nil {
 		return err
 	}
-	c.q, err = qp.New(c.pd, qp.InitAttr{Type: typ, SendCQ: c.cq, RecvCQ: c.cq, Cap: capa, SigAll: o.SigAll})
+	c.q, err = qp.New(c.pd, qp.Spec{Type: typ, SendCQ: c.cq, RecvCQ: c.cq, Cap: capa, SigAll: o.SigAll})
 	return err
 }
 
