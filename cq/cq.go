@@ -32,7 +32,7 @@ type CQ struct {
 // With a channel, events for it arrive there after ReqNotify.
 func New(devctx *uverbs.Context, cqe int, ch *Channel) (*CQ, error) {
 	c := &CQ{ch: ch}
-	attr := uverbs.CQAttr{CQE: cqe, Owner: c}
+	attr := uverbs.CQSpec{CQE: cqe, Owner: c}
 	var h uint64
 	if ch != nil {
 		var err error

@@ -159,12 +159,12 @@ func TestCQOverrun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { closeOK(t, "small CQ", small.Close()) })
-	rq, err := qp.New(b.pd, qp.InitAttr{Type: qp.RC, SendCQ: b.cq, RecvCQ: small})
+	rq, err := qp.New(b.pd, qp.Spec{Type: qp.RC, SendCQ: b.cq, RecvCQ: small})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { closeOK(t, "QP", rq.Close()) })
-	sq, err := qp.New(a.pd, qp.InitAttr{Type: qp.RC, SendCQ: a.cq, RecvCQ: a.cq})
+	sq, err := qp.New(a.pd, qp.Spec{Type: qp.RC, SendCQ: a.cq, RecvCQ: a.cq})
 	if err != nil {
 		t.Fatal(err)
 	}

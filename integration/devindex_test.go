@@ -14,8 +14,10 @@ import (
 )
 
 const (
-	rdmaNLDevCmdGet     = 1 // RDMA_NLDEV_CMD_GET
-	rdmaNLDevAttrDevIdx = 1 // RDMA_NLDEV_ATTR_DEV_INDEX
+	rdmaNLNLDev          = 5 << 10 // RDMA_NL_NLDEV << RDMA_NL_GET_CLIENT_SHIFT
+	rdmaNLDevCmdGet      = 1       // RDMA_NLDEV_CMD_GET
+	rdmaNLDevAttrDevName = 2       // RDMA_NLDEV_ATTR_DEV_NAME
+	rdmaNLDevAttrDevIdx  = 1       // RDMA_NLDEV_ATTR_DEV_INDEX
 )
 
 // devIndices dumps RDMA_NLDEV_CMD_GET itself and returns name → index.

@@ -269,7 +269,7 @@ func TestMWContextCloseOrder(t *testing.T) {
 	if e.cq, err = cq.New(ctx, 16, nil); err != nil {
 		t.Fatal(err)
 	}
-	if e.qp, err = qp.New(e.pd, qp.InitAttr{Type: qp.RC, SendCQ: e.cq, RecvCQ: e.cq}); err != nil {
+	if e.qp, err = qp.New(e.pd, qp.Spec{Type: qp.RC, SendCQ: e.cq, RecvCQ: e.cq}); err != nil {
 		t.Fatal(err)
 	}
 	port, err := ctx.QueryPort(1)
@@ -328,7 +328,7 @@ func TestMWType2OtherQPRefused(t *testing.T) {
 	r.bind2(t, mw, 1)
 	// The second connection: new QPs on the same PDs and CQs.
 	second := func(e *qpEnd) *qpEnd {
-		q, err := qp.New(e.pd, qp.InitAttr{Type: qp.RC, SendCQ: e.cq, RecvCQ: e.cq})
+		q, err := qp.New(e.pd, qp.Spec{Type: qp.RC, SendCQ: e.cq, RecvCQ: e.cq})
 		if err != nil {
 			t.Fatal(err)
 		}

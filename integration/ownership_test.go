@@ -3,87 +3,16 @@
 package integration
 
 import (
-	"encoding/binary"
 	"errors"
+	"maps"
 	"runtime"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
-	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
-	"github.com/vishvananda/netlink/nl"
-	"golang.org/x/sys/unix"
 )
-
-// RDMA netlink (<rdma/rdma_netlink.h>): the resource summary the kernel
-// keeps per device, what `rdma resource show` prints.
-const (
-	rdmaNLNLDev           = 5 << 10 // RDMA_NL_NLDEV << RDMA_NL_GET_CLIENT_SHIFT
-	rdmaNLDevCmdResGet    = 9       // RDMA_NLDEV_CMD_RES_GET
-	rdmaNLDevAttrDevName  = 2       // RDMA_NLDEV_ATTR_DEV_NAME
-	rdmaNLDevAttrResSum   = 15      // RDMA_NLDEV_ATTR_RES_SUMMARY
-	rdmaNLDevAttrResEntry = 16      // RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY
-	rdmaNLDevAttrResName  = 17      // RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_NAME
-	rdmaNLDevAttrResCurr  = 18      // RDMA_NLDEV_ATTR_RES_SUMMARY_ENTRY_CURR
-)
-
-// kernelResources returns the kernel's own counts of pd, cq, qp, mr (and
-// whatever else it tracks) for device name.
-func kernelResources(t *testing.T, name string) map[string]uint64 {
-	t.Helper()
-	msgs, err := nl.NewNetlinkRequest(rdmaNLNLDev|rdmaNLDevCmdResGet, unix.NLM_F_DUMP).Execute(unix.NETLINK_RDMA, 0)
-	if err != nil {
-		t.Fatalf("rdma netlink resource dump: %v", err)
-	}
-	for _, m := range msgs {
-		attrs, err := nl.ParseRouteAttr(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var dev string
-		counts := map[string]uint64{}
-		for _, a := range attrs {
-			switch a.Attr.Type &^ unix.NLA_F_NESTED {
-			case rdmaNLDevAttrDevName:
-				dev = strings.TrimRight(string(a.Value), "\x00")
-			case rdmaNLDevAttrResSum:
-				entries, err := nl.ParseRouteAttr(a.Value)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, e := range entries {
-					if e.Attr.Type&^unix.NLA_F_NESTED != rdmaNLDevAttrResEntry {
-						continue
-					}
-					fields, err := nl.ParseRouteAttr(e.Value)
-					if err != nil {
-						t.Fatal(err)
-					}
-					var n string
-					var v uint64
-					for _, f := range fields {
-						switch f.Attr.Type {
-						case rdmaNLDevAttrResName:
-							n = strings.TrimRight(string(f.Value), "\x00")
-						case rdmaNLDevAttrResCurr:
-							v = binary.NativeEndian.Uint64(f.Value)
-						}
-					}
-					counts[n] = v
-				}
-			}
-		}
-		if dev == name {
-			return counts
-		}
-	}
-	t.Fatalf("rdma netlink has no resource summary for %s", name)
-	return nil
-}
 
 // everything is one of each object a Context can own.
 type everything struct {
@@ -122,7 +51,7 @@ func makeEverything(t *testing.T, ctx *uverbs.Context) everything {
 	if err := c.ReqNotify(false); err != nil {
 		t.Fatal(err)
 	}
-	q, err := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c})
+	q, err := qp.New(pd, qp.Spec{Type: qp.RC, SendCQ: c, RecvCQ: c})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,14 +76,14 @@ func TestOwnershipDroppedObjectsAreReleased(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, kernBefore := uvCount(t), kernelResources(t, name)
+	before, kernBefore := uvCount(t), rdmaResources(t, name)
 	func() {
 		ctx, err := uverbs.Open(d)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_ = makeEverything(t, ctx)
-		during := kernelResources(t, name)
+		during := rdmaResources(t, name)
 		for _, res := range []string{"pd", "cq", "qp", "mr"} {
 			if during[res] <= kernBefore[res] {
 				t.Fatalf("kernel counts %s %d with the objects alive, %d before: the check would prove nothing", res, during[res], kernBefore[res])
@@ -167,8 +96,8 @@ func TestOwnershipDroppedObjectsAreReleased(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		runtime.GC()
-		now, kern := uvCount(t), kernelResources(t, name)
-		if now == before && sameCounts(kern, kernBefore) {
+		now, kern := uvCount(t), rdmaResources(t, name)
+		if now == before && maps.Equal(kern, kernBefore) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -177,27 +106,6 @@ func TestOwnershipDroppedObjectsAreReleased(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	claimLeaks(t, "uverbs.Context command fd", "uverbs.PD", "uverbs.MR", "uverbs.CQ", "uverbs.QP", "rxe ring mapping", "uverbs.Buffer", "cq.Channel")
-}
-
-// claimLeaks takes the leaks the garbage collector found (the test dropped
-// objects on purpose) and fails unless one starts with each of want.
-func claimLeaks(t *testing.T, want ...string) {
-	t.Helper()
-	got := leakcheck.Collect(2 * time.Second)
-	for _, w := range want {
-		if !slices.ContainsFunc(got, func(l leakcheck.Leak) bool { return strings.HasPrefix(l.What, w) }) {
-			t.Errorf("the leak check did not report a dropped %s; it saw %v", w, got)
-		}
-	}
-}
-
-func sameCounts(a, b map[string]uint64) bool {
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return len(a) == len(b)
 }
 
 // Ownership proof (b): the same objects, kept by the caller, and only
@@ -210,7 +118,7 @@ func TestOwnershipContextCloseReleasesChildren(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kernBefore := kernelResources(t, name)
+	kernBefore := rdmaResources(t, name)
 	ctx, err := uverbs.Open(d)
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +133,7 @@ func TestOwnershipContextCloseReleasesChildren(t *testing.T) {
 	if fds, maps := uverbsHeld(); len(fds)+len(maps) != 0 {
 		t.Fatalf("after Context.Close: uverbs fds %v, mappings %v", fds, maps)
 	}
-	if kern := kernelResources(t, name); !sameCounts(kern, kernBefore) {
+	if kern := rdmaResources(t, name); !maps.Equal(kern, kernBefore) {
 		t.Fatalf("kernel counts after Context.Close %v, before %v", kern, kernBefore)
 	}
 	wc := make([]cq.WC, 4)

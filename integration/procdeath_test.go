@@ -4,60 +4,13 @@ package integration
 
 import (
 	"fmt"
-	"maps"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pureverbs/pureverbs/server"
-	"github.com/vishvananda/netlink"
 )
-
-// rdmaResources is the kernel's resource summary of dev (`rdma resource`:
-// RDMA_NLDEV_CMD_RES_GET over netlink): pd, cq, qp, mr, ctx, ... counts.
-func rdmaResources(t *testing.T, dev string) map[string]uint64 {
-	t.Helper()
-	all, err := netlink.RdmaResourceList()
-	if err != nil {
-		t.Fatalf("rdma resource: %v", err)
-	}
-	for _, r := range all {
-		if r.Name == dev {
-			return r.RdmaResourceSummaryEntries
-		}
-	}
-	t.Fatalf("rdma resource: no %s in %d devices", dev, len(all))
-	return nil
-}
-
-// waitResources waits until dev's resource counts equal want.
-func waitResources(t *testing.T, dev string, want map[string]uint64, limit time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		got := rdmaResources(t, dev)
-		if maps.Equal(got, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s resources %v, want the baseline %v", dev, got, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// waitCounterAbove waits until an rxe hardware counter exceeds n.
-func waitCounterAbove(t *testing.T, dev, name string, n uint64, limit time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for hwCounter(t, dev, name) <= n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s %s stayed at or below %d for %v", dev, name, n, limit)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // TestKilledServerLeavesNothing SIGKILLs a rocev2-server process mid-stream
 // while it holds a context, PD, MR over its mapped slab, CQ, QP and frames
@@ -108,7 +61,7 @@ func TestKilledServerLeavesNothing(t *testing.T) {
 func TestKilledSenderLeavesNothing(t *testing.T) {
 	devs := devices(t, 2)
 	base1 := rdmaResources(t, devs[1])
-	r := newRXServer(t, nil)
+	r := newRXServer(t)
 	snd := startPeer(t, 5*time.Minute, "rocev2-send", r.sendArgs("-n", "0", "-t", "4m", "-s", "1-9000", "-C", "0")...)
 	r.waitFrames(500, time.Minute)
 	if held := rdmaResources(t, devs[1]); held["qp"] <= base1["qp"] || held["mr"] <= base1["mr"] {
@@ -169,10 +122,4 @@ func TestSenderReconnectsToRestartedServer(t *testing.T) {
 		t.Errorf("the new server (want %q and %d lost):\n%s\nsender:\n%s", want, next, srvOut, out)
 	}
 	t.Logf("sender: %s\nnew server: %s", strings.Join(strings.Split(strings.TrimSpace(out), "\n")[1:], " / "), strings.ReplaceAll(strings.TrimSpace(srvOut), "\n", " / "))
-}
-
-// lastLine is the last non-empty line of s.
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	return s[strings.LastIndex(s, "\n")+1:]
 }

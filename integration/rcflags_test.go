@@ -244,13 +244,3 @@ func TestRCFence(t *testing.T) {
 		t.Fatal("control: every unfenced WRITE also waited for the READ; this test cannot tell a fence from none")
 	}
 }
-
-// allBytes reports whether every byte of b is v.
-func allBytes(b []byte, v byte) bool {
-	for _, c := range b {
-		if c != v {
-			return false
-		}
-	}
-	return true
-}

@@ -99,3 +99,13 @@ func wantWC(t testing.TB, what string, w cq.WC, id uint64, st cq.Status, op cq.O
 
 // isNotSupported is errors.Is(err, uverbs.ErrNotSupported).
 func isNotSupported(err error) bool { return errors.Is(err, uverbs.ErrNotSupported) }
+
+// allBytes reports whether every byte of b is v.
+func allBytes(b []byte, v byte) bool {
+	for _, c := range b {
+		if c != v {
+			return false
+		}
+	}
+	return true
+}

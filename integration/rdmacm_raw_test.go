@@ -17,47 +17,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rawConnect is an active side on the raw layer that sends a REQ for a
-// QP that does not exist (qpn) and never answers the REP with an RTU: it
-// resolves dst from rxe1's address and connects; the caller reads the
-// CONNECT_RESPONSE, or not.
-func rawConnect(t *testing.T, ctx context.Context, ch *ucma.Channel, uid uint64, dst netip.AddrPort, qpn uint32) uint32 {
-	t.Helper()
-	id, err := ch.CreateID(uid, ucma.PortSpaceTCP, uverbs.QPTypeRC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.ResolveAddr(id, netip.AddrPortFrom(cmAddr1, 0), dst, 2*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if ev, err := ch.WaitEvent(ctx); err != nil || ev.Type != ucma.EventAddrResolved {
-		t.Fatalf("resolve address: %v, %v", ev.Type, err)
-	}
-	if err := ch.ResolveRoute(id, 2*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if ev, err := ch.WaitEvent(ctx); err != nil || ev.Type != ucma.EventRouteResolved {
-		t.Fatalf("resolve route: %v, %v", ev.Type, err)
-	}
-	p := ucma.ConnParam{QPNum: qpn, ResponderResources: 1, InitiatorDepth: 1, RetryCount: 6, RNRRetryCount: 7}
-	if err := ch.Connect(id, p, ucma.ECE{}); err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
-
-// awaitRaw waits up to limit for an event of type want on ch.
-func awaitRaw(t *testing.T, ctx context.Context, ch *ucma.Channel, want ucma.EventType, limit time.Duration) ucma.Event {
-	t.Helper()
-	wctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	ev, err := ch.WaitEvent(wctx)
-	if err != nil || ev.Type != want {
-		t.Fatalf("waiting for %v: %v (status %d), %v", want, ev.Type, ev.Status, err)
-	}
-	return ev
-}
-
 // rdma_notify on the raw layer, and the channel's fd through SyscallConn:
 // a passive id that accepted, whose requester never sends the RTU, is not
 // established (no event, the fd does not poll readable) until

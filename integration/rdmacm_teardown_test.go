@@ -127,13 +127,12 @@ func TestCMTeardownAfterFailedConnect(t *testing.T) {
 		t.Errorf("successful connect: Setup ran %d and %d times, Teardown %d and %d (want 1, 1, 0, 0)",
 			held.setups, heldServer.setups, held.teardowns, heldServer.teardowns)
 	}
-	base0, base1 := rdmaResources(t, "rxe0"), rdmaResources(t, "rxe1")
-	t.Logf("with the held connection: rxe0 %v, rxe1 %v", base0, base1)
+	t.Logf("with the held connection: rxe0 %v, rxe1 %v", rdmaResources(t, "rxe0"), rdmaResources(t, "rxe1"))
 
 	// checkFailed asserts what every failed connect must leave: Setup and
 	// Teardown ran once each, the QP was in ERROR for Teardown, and the
-	// counts are back.
-	checkFailed := func(what string, s *setupMR) {
+	// counts are back at the case's baseline.
+	checkFailed := func(t *testing.T, what string, s *setupMR, base0, base1 map[string]uint64) {
 		t.Helper()
 		defer s.release() // when Teardown did not run
 		waitResources(t, "rxe0", base0, 3*time.Second)
@@ -144,91 +143,99 @@ func TestCMTeardownAfterFailedConnect(t *testing.T) {
 	}
 
 	// Dial, rejected by the listener; Teardown's error comes back too.
-	go func() {
-		r, err := l.Request(ctx)
+	t.Run("DialRejected", func(t *testing.T) {
+		base0, base1 := rdmaResources(t, "rxe0"), rdmaResources(t, "rxe1")
+		go func() {
+			r, err := l.Request(ctx)
+			if err == nil {
+				err = r.Reject([]byte("go away"))
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+		errTeardown := errors.New("teardown's own error")
+		dialer := setupMR{teardownErr: errTeardown}
+		c, err := rdmacm.Dial(ctx, "10.99.0.1:7680", dialer.options(rdmacm.Options{Source: cmAddr1}))
 		if err == nil {
-			err = r.Reject([]byte("go away"))
+			c.Close()
+			t.Fatal("Dial succeeded against a listener that rejects")
 		}
-		if err != nil {
-			t.Error(err)
+		var re *rdmacm.RejectError
+		if !errors.As(err, &re) || re.Reason != rdmacm.RejectConsumer || !errors.Is(err, errTeardown) || errors.Is(err, unix.EBUSY) {
+			t.Errorf("rejected Dial: %v; want the RejectError (reason 28) and Teardown's error, no EBUSY", err)
 		}
-	}()
-	errTeardown := errors.New("teardown's own error")
-	dialer := setupMR{teardownErr: errTeardown}
-	c, err := rdmacm.Dial(ctx, "10.99.0.1:7680", dialer.options(rdmacm.Options{Source: cmAddr1}))
-	if err == nil {
-		c.Close()
-		t.Fatal("Dial succeeded against a listener that rejects")
-	}
-	var re *rdmacm.RejectError
-	if !errors.As(err, &re) || re.Reason != rdmacm.RejectConsumer || !errors.Is(err, errTeardown) || errors.Is(err, unix.EBUSY) {
-		t.Errorf("rejected Dial: %v; want the RejectError (reason 28) and Teardown's error, no EBUSY", err)
-	}
-	checkFailed("rejected Dial", &dialer)
+		checkFailed(t, "rejected Dial", &dialer, base0, base1)
+	})
 
 	// DialUD, rejected by a UD listener.
-	lu, err := rdmacm.ListenUD(ctx, "10.99.0.1:7679", rdmacm.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lu.Close()
-	base0 = rdmaResources(t, "rxe0") // with the UD listener's id
-	go func() {
-		r, err := lu.Request(ctx)
-		if err == nil {
-			err = r.Reject(nil)
-		}
+	t.Run("DialUDRejected", func(t *testing.T) {
+		base1 := rdmaResources(t, "rxe1")
+		lu, err := rdmacm.ListenUD(ctx, "10.99.0.1:7679", rdmacm.Options{})
 		if err != nil {
-			t.Error(err)
+			t.Fatal(err)
 		}
-	}()
-	var udDialer setupMR
-	c, err = rdmacm.DialUD(ctx, "10.99.0.1:7679", udDialer.options(rdmacm.Options{Source: cmAddr1}))
-	if err == nil {
-		c.Close()
-		t.Fatal("DialUD succeeded against a listener that rejects")
-	}
-	var ee *rdmacm.EventError
-	if !errors.As(err, &ee) || ee.Event != rdmacm.EventUnreachable || errors.Is(err, unix.EBUSY) {
-		t.Errorf("rejected DialUD: %v; want an UNREACHABLE EventError, no EBUSY", err)
-	}
-	checkFailed("rejected DialUD", &udDialer)
+		defer lu.Close()
+		base0 := rdmaResources(t, "rxe0") // with the UD listener's id
+		go func() {
+			r, err := lu.Request(ctx)
+			if err == nil {
+				err = r.Reject(nil)
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+		var udDialer setupMR
+		c, err := rdmacm.DialUD(ctx, "10.99.0.1:7679", udDialer.options(rdmacm.Options{Source: cmAddr1}))
+		if err == nil {
+			c.Close()
+			t.Fatal("DialUD succeeded against a listener that rejects")
+		}
+		var ee *rdmacm.EventError
+		if !errors.As(err, &ee) || ee.Event != rdmacm.EventUnreachable || errors.Is(err, unix.EBUSY) {
+			t.Errorf("rejected DialUD: %v; want an UNREACHABLE EventError, no EBUSY", err)
+		}
+		checkFailed(t, "rejected DialUD", &udDialer, base0, base1)
+	})
 
 	// Accept, its REP out, ended by its deadline: a raw requester on rxe1
 	// never sends the RTU. rxe1's count includes the requester's id until
 	// its channel closes.
-	ach, err := ucma.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rawConnect(t, ctx, ach, 1, netip.MustParseAddrPort("10.99.0.1:7680"), 0x4343)
-	r, err := l.Request(ctx)
-	if err != nil {
-		ach.Close()
-		t.Fatal(err)
-	}
-	var acceptor setupMR
-	short, stop := context.WithTimeout(ctx, 2*time.Second)
-	c, err = r.Accept(short, acceptor.options(rdmacm.Options{}))
-	stop()
-	if err == nil {
-		c.Close()
-		ach.Close()
-		t.Fatal("Accept returned a connection although no RTU came")
-	}
-	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, unix.EBUSY) {
-		t.Errorf("Accept without RTU: %v; want the deadline alone", err)
-	}
-	awaitRaw(t, ctx, ach, ucma.EventConnectResponse, 10*time.Second)
-	if got := rdmaResources(t, "rxe0"); !maps.Equal(got, base0) {
-		t.Errorf("rxe0 when Accept returned: %v, want the baseline %v", got, base0)
-	}
-	if err := ach.Close(); err != nil {
-		t.Error(err)
-	}
-	checkFailed("Accept past its deadline", &acceptor)
+	t.Run("AcceptDeadline", func(t *testing.T) {
+		base0, base1 := rdmaResources(t, "rxe0"), rdmaResources(t, "rxe1")
+		ach, err := ucma.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rawConnect(t, ctx, ach, 1, netip.MustParseAddrPort("10.99.0.1:7680"), 0x4343)
+		r, err := l.Request(ctx)
+		if err != nil {
+			ach.Close()
+			t.Fatal(err)
+		}
+		var acceptor setupMR
+		short, stop := context.WithTimeout(ctx, 2*time.Second)
+		c, err := r.Accept(short, acceptor.options(rdmacm.Options{}))
+		stop()
+		if err == nil {
+			c.Close()
+			ach.Close()
+			t.Fatal("Accept returned a connection although no RTU came")
+		}
+		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, unix.EBUSY) {
+			t.Errorf("Accept without RTU: %v; want the deadline alone", err)
+		}
+		awaitRaw(t, ctx, ach, ucma.EventConnectResponse, 10*time.Second)
+		if got := rdmaResources(t, "rxe0"); !maps.Equal(got, base0) {
+			t.Errorf("rxe0 when Accept returned: %v, want the baseline %v", got, base0)
+		}
+		if err := ach.Close(); err != nil {
+			t.Error(err)
+		}
+		checkFailed(t, "Accept past its deadline", &acceptor, base0, base1)
+	})
 
-	lu.Close()
 	held.release()
 	heldServer.release()
 	if err := errors.Join(hc.Close(), hs.Close(), l.Close()); err != nil {

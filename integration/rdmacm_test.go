@@ -5,7 +5,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -14,147 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/qp/rdmacm"
-	"github.com/pureverbs/pureverbs/uverbs"
 )
-
-// On the veth topology rxe0 owns 10.99.0.1 and rxe1 10.99.0.2. A CM client
-// binds its source explicitly so that it really leaves from the other
-// device.
-var (
-	cmAddr0 = netip.MustParseAddr("10.99.0.1")
-	cmAddr1 = netip.MustParseAddr("10.99.0.2")
-)
-
-// cmMessages is one connection's message buffers: count slots of size
-// bytes, registered on the connection's PD.
-type cmMessages struct {
-	buf  *uverbs.Buffer
-	mr   *uverbs.MR
-	size int
-}
-
-func newCMMessages(t testing.TB, c *rdmacm.Conn, count, size int) *cmMessages {
-	t.Helper()
-	buf, err := uverbs.NewBuffer(max(count*size, 1), uverbs.BufferOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mr, err := c.PD().RegisterMR(buf, uverbs.AccessLocalWrite)
-	if err != nil {
-		buf.Close()
-		t.Fatal(err)
-	}
-	return &cmMessages{buf: buf, mr: mr, size: size}
-}
-
-func (m *cmMessages) close() {
-	m.mr.Close()
-	m.buf.Close()
-}
-
-func (m *cmMessages) sge(t testing.TB, i int) uverbs.SGE {
-	s, err := m.mr.SGE(i*m.size, m.size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// withMessages returns o with a Setup that gives the connection count
-// message slots of size bytes in *m, each with a receive posted before the
-// connection completes. On a retried dial (dialRetry) a rejected attempt's
-// slots are closed before the next attempt's are made.
-func withMessages(t testing.TB, o rdmacm.Options, m **cmMessages, count, size int) rdmacm.Options {
-	o.Setup = func(c *rdmacm.Conn) error {
-		if *m != nil {
-			(*m).close()
-		}
-		*m = newCMMessages(t, c, count, size)
-		(*m).postRecvs(t, c.QP(), count)
-		return nil
-	}
-	return o
-}
-
-// postRecvs posts count receives, one slot each.
-func (m *cmMessages) postRecvs(t testing.TB, q *qp.QP, count int) {
-	t.Helper()
-	for i := range count {
-		if err := q.PostRecv([]qp.RecvWR{{ID: uint64(i), SGEs: []uverbs.SGE{m.sge(t, i)}}}); err != nil {
-			t.Fatalf("post recv %d: %v", i, err)
-		}
-	}
-}
-
-// postSends posts count signaled SENDs of slot 0.
-func (m *cmMessages) postSends(t testing.TB, q *qp.QP, count int) {
-	t.Helper()
-	for i := range count {
-		if err := q.PostSend([]qp.SendWR{{ID: uint64(1000 + i), Opcode: qp.Send, Flags: qp.Signaled, SGEs: []uverbs.SGE{m.sge(t, 0)}}}); err != nil {
-			t.Fatalf("post send %d: %v", i, err)
-		}
-	}
-}
-
-// pollN polls c until sends send completions and recvs receive
-// completions arrived, failing on an error status or after limit, and
-// returns the receives.
-func pollN(t testing.TB, c *cq.CQ, sends, recvs int, limit time.Duration) []cq.WC {
-	t.Helper()
-	var got []cq.WC
-	sent := 0
-	wc := make([]cq.WC, 16)
-	deadline := time.Now().Add(limit)
-	for len(got) < recvs || sent < sends {
-		k, err := c.Poll(wc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range wc[:k] {
-			if w.Status != cq.Success {
-				t.Fatalf("completion %+v", w)
-			}
-			if w.Opcode.IsRecv() {
-				got = append(got, w)
-			} else {
-				sent++
-			}
-		}
-		if k == 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d send and %d of %d receive completions after %v", sent, sends, len(got), recvs, limit)
-			}
-			time.Sleep(200 * time.Microsecond)
-		}
-	}
-	if len(got) > recvs || sent > sends {
-		t.Fatalf("%d sends and %d receives completed, want %d and %d", sent, len(got), sends, recvs)
-	}
-	return got
-}
-
-// dialRetry dials until the listener is there: a connect to a port nobody
-// listens on is rejected at once (reason 8), so a C server that has not
-// yet called rdma_listen is retried. o.Setup runs on every attempt: it
-// releases what an earlier, rejected attempt's Setup built.
-func dialRetry(t testing.TB, ctx context.Context, addr string, o rdmacm.Options) *rdmacm.Conn {
-	t.Helper()
-	for {
-		c, err := rdmacm.Dial(ctx, addr, o)
-		var re *rdmacm.RejectError
-		if errors.As(err, &re) && re.Reason == rdmacm.RejectNoListener && ctx.Err() == nil {
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		if err != nil {
-			t.Fatalf("dial %s: %v", addr, err)
-		}
-		return c
-	}
-}
 
 // Go dials Go across the veth pair: private data both ways, a SEND each
 // way, then the client's Close is the server's DISCONNECTED.

@@ -96,7 +96,7 @@ func TestCMUdaddy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ah, err := qp.NewAH(c.PD(), qp.AHParams{DGID: d.GRH.SGID, SGID: gid})
+		ah, err := qp.NewAH(c.PD(), qp.AHSpec{DGID: d.GRH.SGID, SGID: gid})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +197,7 @@ func newUDOwnQP(t *testing.T, on *uverbs.Context) *udOwnQP {
 	if u.cq, err = cq.New(on, 8, nil); err != nil {
 		t.Fatal(err)
 	}
-	if u.q, err = qp.New(u.pd, qp.InitAttr{Type: qp.UD, SendCQ: u.cq, RecvCQ: u.cq}); err != nil {
+	if u.q, err = qp.New(u.pd, qp.Spec{Type: qp.UD, SendCQ: u.cq, RecvCQ: u.cq}); err != nil {
 		t.Fatal(err)
 	}
 	if u.buf, err = uverbs.NewBuffer(512, uverbs.BufferOptions{}); err != nil {
@@ -240,7 +240,7 @@ func TestCMUDConnectQP(t *testing.T) {
 	}
 	defer rt.Close()
 	u := newUDOwnQP(t, rt.Context())
-	rcq, err := qp.New(u.pd, qp.InitAttr{Type: qp.RC, SendCQ: u.cq, RecvCQ: u.cq})
+	rcq, err := qp.New(u.pd, qp.Spec{Type: qp.RC, SendCQ: u.cq, RecvCQ: u.cq})
 	if err != nil {
 		t.Fatal(err)
 	}

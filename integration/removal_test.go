@@ -87,7 +87,7 @@ func TestDeviceRemovalWakesUsers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c, Cap: qp.Cap{MaxRecvWR: 4}})
+	q, err := qp.New(pd, qp.Spec{Type: qp.RC, SendCQ: c, RecvCQ: c, Cap: qp.Cap{MaxRecvWR: 4}})
 	if err != nil {
 		t.Fatal(err)
 	}

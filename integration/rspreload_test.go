@@ -29,28 +29,8 @@ func rspreload() string {
 // LD_PRELOAD=librspreload, killed after limit.
 func startPreloaded(t *testing.T, limit time.Duration, args ...string) *peer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	p := &peer{name: "sock-echo", done: make(chan struct{})}
-	p.cmd = exec.CommandContext(ctx, "/usr/local/bin/sock-echo", args...)
-	p.cmd.Env = append(p.cmd.Environ(), "LD_PRELOAD="+rspreload())
-	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
-	if err := p.cmd.Start(); err != nil {
-		cancel()
-		t.Fatalf("start sock-echo: %v", err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		if ctx.Err() != nil {
-			p.err = ctx.Err()
-		}
-		cancel()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-p.done
-	})
-	return p
+	preload := func(c *exec.Cmd) { c.Env = append(c.Environ(), "LD_PRELOAD="+rspreload()) }
+	return startPeerWith(t, limit, preload, "/usr/local/bin/sock-echo", args...)
 }
 
 // echoPattern is sock-echo's byte i: i*7+3.

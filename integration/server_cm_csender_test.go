@@ -38,15 +38,15 @@ func TestServerCMCSender(t *testing.T) {
 		mu  sync.Mutex
 		got []received
 	)
-	r := newRXServer(t, func(c *server.Config) {
+	r := newRXServer(t, withConfig(func(c *server.Config) {
 		c.Handler = func(f server.Frame) {
 			mu.Lock()
 			got = append(got, received{f.Channel(), f.Position(), bytes.Clone(f.Data())})
 			mu.Unlock()
 			f.Release()
 		}
-	})
-	r.serveCM()
+	}))
+	r.serveCM(server.CMOptions{})
 	sent := filepath.Join(t.TempDir(), "sent")
 	out := runPeer(t, 3*time.Minute, "cm-imm-send", "-b", "10.99.0.2", "-p", strconv.Itoa(r.port),
 		"-n", strconv.Itoa(total), "-s", "1-9000", "-c", "3", "-C", "5", "-q", "32", "-r", "20261204", "-o", sent, "10.99.0.1")

@@ -33,8 +33,8 @@ import (
 // the seven requesters gets its REJ.
 func TestServerCMStalledRequests(t *testing.T) {
 	const stalled = server.DefaultMaxCMAccepts
-	r := newRXServer(t, nil)
-	ended := r.serveCMOpts(server.CMOptions{Timeout: time.Minute, Logf: r.logf})
+	r := newRXServer(t)
+	ended := r.serveCM(server.CMOptions{Timeout: time.Minute})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ach, err := ucma.Open()
@@ -93,8 +93,8 @@ func TestServerCMStalledRequests(t *testing.T) {
 // failure is counted and logged with the timeout.
 func TestServerCMAcceptTimeout(t *testing.T) {
 	const timeout = 2 * time.Second
-	r := newRXServer(t, nil)
-	r.serveCMOpts(server.CMOptions{Timeout: timeout, Logf: r.logf})
+	r := newRXServer(t)
+	r.serveCM(server.CMOptions{Timeout: timeout})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ach, err := ucma.Open()
@@ -119,8 +119,8 @@ func TestServerCMAcceptTimeout(t *testing.T) {
 // requester gets the REJ, no REP), while a sender on the list streams: the
 // allow-list of the side channel holds through the CM port too.
 func TestServerCMAllowList(t *testing.T) {
-	r := newRXServer(t, nil)
-	r.serveCMOpts(server.CMOptions{AllowedSenders: []netip.Prefix{netip.MustParsePrefix("10.99.0.2/32")}, Logf: r.logf})
+	r := newRXServer(t)
+	r.serveCM(server.CMOptions{AllowedSenders: []netip.Prefix{netip.MustParsePrefix("10.99.0.2/32")}})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// From rxe0's own address (10.99.0.1): off the list.
@@ -219,7 +219,7 @@ func TestServerToolsFullDisk(t *testing.T) {
 // nil at once and Serve ErrClosed. Before, the teardown released the
 // device under the exchange's QP and CQ and Close failed with EBUSY.
 func TestServerCloseDuringExchange(t *testing.T) {
-	r := newRXServerOpts(t, nil, func(o *server.ServeOptions) { o.Timeout = time.Minute })
+	r := newRXServer(t, withServe(func(o *server.ServeOptions) { o.Timeout = time.Minute }))
 	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(r.port))
 	if err != nil {
 		t.Fatal(err)

@@ -3,70 +3,13 @@
 package integration
 
 import (
-	"context"
-	"errors"
-	"net/netip"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/pureverbs/pureverbs/qp/rdmacm"
 	"github.com/pureverbs/pureverbs/server"
 )
-
-// serveCM makes r's server accept RDMA CM connects on 10.99.0.1 at the
-// side channel's port number (RDMA CM's TCP port space), as rocev2-server
-// does; the cleanup stops it before r closes.
-func (r *rxServer) serveCM() {
-	r.t.Helper()
-	r.serveCMOpts(server.CMOptions{Logf: r.logf})
-}
-
-// serveCMOpts is serveCM with options; the channel it returns is closed
-// when ServeCM has returned.
-func (r *rxServer) serveCMOpts(opts server.CMOptions) (ended <-chan struct{}) {
-	r.t.Helper()
-	ip, ok := r.srv.CMAddr()
-	if !ok || ip != netip.MustParseAddr("10.99.0.1") {
-		r.t.Fatalf("CMAddr %v %v, want 10.99.0.1", ip, ok)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	l, err := rdmacm.Listen(ctx, netip.AddrPortFrom(ip, uint16(r.port)).String(), rdmacm.Options{})
-	if err != nil {
-		cancel()
-		r.t.Fatal(err)
-	}
-	done := make(chan struct{})
-	var serveErr error
-	go func() {
-		serveErr = r.srv.ServeCM(ctx, l, opts)
-		close(done)
-	}()
-	r.t.Cleanup(func() {
-		cancel()
-		<-done
-		if !errors.Is(serveErr, context.Canceled) && !errors.Is(serveErr, server.ErrClosed) {
-			r.t.Errorf("ServeCM: %v", serveErr)
-		}
-	})
-	return done
-}
-
-var sentFrames = regexp.MustCompile(`sent (\d+) frames`)
-
-// acknowledged is how many frames a rocev2-send run reported complete
-// (acknowledged by the server's QP) before it stopped.
-func acknowledged(t *testing.T, out string) uint64 {
-	t.Helper()
-	m := sentFrames.FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no \"sent N frames\" in:\n%s", out)
-	}
-	n, _ := strconv.ParseUint(m[1], 10, 64)
-	return n
-}
 
 // TestServerCMStream: rocev2-send -cm (librdmacm's defaults, no private
 // data) connects to the server's RDMA CM port from rxe1 and streams 5 000
@@ -76,8 +19,8 @@ func acknowledged(t *testing.T, out string) uint64 {
 // back at rest.
 func TestServerCMStream(t *testing.T) {
 	const total = 5000
-	r := newRXServer(t, nil)
-	r.serveCM()
+	r := newRXServer(t)
+	r.serveCM(server.CMOptions{})
 	// -cm resolves from the address of rxe1's GID (10.99.0.2): the
 	// connection crosses the veth.
 	out := r.send(5*time.Minute, "-cm", "-n", strconv.Itoa(total), "-s", "1-9000", "-c", "4")
@@ -128,7 +71,7 @@ func TestServerCMTakeover(t *testing.T) {
 		{"CMThenSideChannel", []string{"-cm"}, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRXServer(t, func(c *server.Config) {
+			r := newRXServer(t, withConfig(func(c *server.Config) {
 				if !tc.slow {
 					return
 				}
@@ -140,8 +83,8 @@ func TestServerCMTakeover(t *testing.T) {
 					}
 					handle(f)
 				}
-			})
-			r.serveCM()
+			}))
+			r.serveCM(server.CMOptions{})
 			first := startPeer(t, 2*time.Minute, "rocev2-send", r.sendArgs(append(tc.first, "-n", "0", "-t", "60s", "-s", "1000", "-C", "0")...)...)
 			r.waitFrames(500, time.Minute)
 			second := r.send(time.Minute, append(tc.second, "-n", "1000", "-s", "1-5000", "-C", "16")...)
@@ -185,8 +128,8 @@ func TestServerCMTakeover(t *testing.T) {
 // that it is still waiting a second after its SEND arrived (it did not
 // fail), closes the server and ends rdma_client itself at once.
 func TestServerCMRdmaClient(t *testing.T) {
-	r := newRXServer(t, nil)
-	r.serveCM()
+	r := newRXServer(t)
+	r.serveCM(server.CMOptions{})
 	cli := startPeer(t, 60*time.Second, "rdma_client", "-s", "10.99.0.1", "-p", strconv.Itoa(r.port))
 	st := r.waitStats(30*time.Second, "rdma_client's connect and message", func(s *server.Stats) bool { return s.CMConnects == 1 && s.BadOpcode == 1 })
 	if st.Frames != 0 || st.CMFailures != 0 || st.Posted+st.Held != r.srv.Depth() {
@@ -242,12 +185,12 @@ func TestServerCMTools(t *testing.T) {
 // accepted, so 300 frames take seconds, not the ~50 s that 75 waits of
 // 655 ms would.
 func TestServerCMSlowConsumer(t *testing.T) {
-	r := newRXServer(t, func(c *server.Config) {
+	r := newRXServer(t, withConfig(func(c *server.Config) {
 		c.Depth = 4
 		handle := c.Handler
 		c.Handler = func(f server.Frame) { time.Sleep(2 * time.Millisecond); handle(f) }
-	})
-	r.serveCM()
+	}))
+	r.serveCM(server.CMOptions{})
 	start := time.Now()
 	out := r.send(30*time.Second, "-cm", "-n", "300", "-s", "1000")
 	el := time.Since(start)

@@ -22,7 +22,7 @@ import (
 // that really sends it, and checks the server keeps serving.
 func TestServerMalformed(t *testing.T) {
 	t.Run("PlainSend", func(t *testing.T) {
-		r := newRXServer(t, nil)
+		r := newRXServer(t)
 		r.send(time.Minute, "-op", "send", "-n", "5", "-s", "100")
 		st := r.waitStats(10*time.Second, "5 bad opcodes", func(s *server.Stats) bool { return s.BadOpcode == 5 })
 		if st.Frames != 0 || st.Posted+st.Held != r.srv.Depth() {
@@ -30,7 +30,7 @@ func TestServerMalformed(t *testing.T) {
 		}
 	})
 	t.Run("ZeroLength", func(t *testing.T) {
-		r := newRXServer(t, nil)
+		r := newRXServer(t)
 		r.send(time.Minute, "-n", "5", "-s", "0")
 		st := r.waitStats(10*time.Second, "5 bad lengths", func(s *server.Stats) bool { return s.BadLength == 5 })
 		if st.Frames != 0 {
@@ -38,7 +38,7 @@ func TestServerMalformed(t *testing.T) {
 		}
 	})
 	t.Run("LongerThanSlot", func(t *testing.T) {
-		r := newRXServer(t, func(c *server.Config) { c.MaxPayload = 1024 })
+		r := newRXServer(t, withConfig(func(c *server.Config) { c.MaxPayload = 1024 }))
 		p := startPeer(t, time.Minute, "rocev2-send", r.sendArgs("-n", "1", "-s", "2000")...)
 		<-p.done
 		if p.err == nil {
@@ -56,7 +56,7 @@ func TestServerMalformed(t *testing.T) {
 	t.Run("RDMAWrite", func(t *testing.T) {
 		// A frame held in slot 0, then an RDMA WRITE aimed at slot 0: the
 		// write is refused and the held bytes are what the SEND put there.
-		r := newRXServer(t, nil)
+		r := newRXServer(t)
 		r.hold.Store(true)
 		r.send(time.Minute, "-n", "1", "-s", "64")
 		r.waitFrames(1, 10*time.Second)
@@ -102,7 +102,7 @@ func TestServerMalformed(t *testing.T) {
 // record and silence; each is refused and logged, and then a real sender
 // streams.
 func TestServerSideChannelGarbage(t *testing.T) {
-	r := newRXServer(t, nil)
+	r := newRXServer(t)
 	addr := "127.0.0.1:" + strconv.Itoa(r.port)
 	send := func(b []byte) {
 		c, err := net.Dial("tcp", addr)

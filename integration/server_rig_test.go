@@ -4,9 +4,12 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -15,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pureverbs/pureverbs/qp/rdmacm"
 	"github.com/pureverbs/pureverbs/server"
 	"github.com/pureverbs/pureverbs/server/framecheck"
 	"golang.org/x/sys/unix"
@@ -48,31 +52,52 @@ var nextPort atomic.Int32
 // run across all its channels.
 func checkerOf(ch uint8) int { return int(ch) / 16 }
 
-func newRXServer(t *testing.T, edit func(*server.Config)) *rxServer {
-	return newRXServerServing(t, edit, true)
+// rxOption adjusts what newRXServer builds.
+type rxOption func(*rxSetup)
+
+// rxSetup is what the options edit: the server's configuration, the side
+// channel's options, and whether the side channel is served at all.
+type rxSetup struct {
+	cfg    server.Config
+	opts   server.ServeOptions
+	noSide bool
 }
 
-func newRXServerServing(t *testing.T, edit func(*server.Config), serve bool) *rxServer {
-	return newRXServerFull(t, edit, nil, serve)
+// withConfig edits the server's configuration (rxe0, its RoCE v2 GID, the
+// rig's handler) before server.New.
+func withConfig(edit func(*server.Config)) rxOption {
+	return func(s *rxSetup) { edit(&s.cfg) }
 }
 
-// newRXServerOpts is newRXServer with the side channel's options edited.
-func newRXServerOpts(t *testing.T, edit func(*server.Config), editOpts func(*server.ServeOptions)) *rxServer {
-	return newRXServerFull(t, edit, editOpts, true)
+// withServe edits the side channel's options (WatchPeer, a 2 s timeout,
+// the rig's log) before Serve.
+func withServe(edit func(*server.ServeOptions)) rxOption {
+	return func(s *rxSetup) { edit(&s.opts) }
 }
 
-func newRXServerFull(t *testing.T, edit func(*server.Config), editOpts func(*server.ServeOptions), serve bool) *rxServer {
+// withoutSideChannel leaves the side channel unserved, for a test that
+// completes connections itself.
+func withoutSideChannel() rxOption {
+	return func(s *rxSetup) { s.noSide = true }
+}
+
+// newRXServer starts the rig on rxe0: server.New, then Serve on a TCP port
+// of its own unless withoutSideChannel; t.Cleanup closes both.
+func newRXServer(t *testing.T, options ...rxOption) *rxServer {
 	t.Helper()
 	devs := devices(t, 2)
 	oneCPUForRxe(t)
 	r := &rxServer{t: t, port: 18600 + int(nextPort.Add(1)), serveErr: make(chan error, 1)}
-	cfg := server.DefaultConfig(devs[0])
-	cfg.GIDIndex = gidIndex(t, devs[0])
-	cfg.Handler = r.handle
-	if edit != nil {
-		edit(&cfg)
+	set := rxSetup{
+		cfg:  server.DefaultConfig(devs[0]),
+		opts: server.ServeOptions{WatchPeer: true, Timeout: 2 * time.Second, Logf: r.logf},
 	}
-	srv, err := server.New(cfg)
+	set.cfg.GIDIndex = gidIndex(t, devs[0])
+	set.cfg.Handler = r.handle
+	for _, o := range options {
+		o(&set)
+	}
+	srv, err := server.New(set.cfg)
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
@@ -84,16 +109,12 @@ func newRXServerFull(t *testing.T, edit func(*server.Config), editOpts func(*ser
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	if !serve {
+	if set.noSide {
 		ln.Close()
 		r.serveErr <- nil
 	} else {
-		opts := server.ServeOptions{WatchPeer: true, Timeout: 2 * time.Second, Logf: r.logf}
-		if editOpts != nil {
-			editOpts(&opts)
-		}
 		go func() {
-			r.serveErr <- srv.Serve(ctx, ln, opts)
+			r.serveErr <- srv.Serve(ctx, ln, set.opts)
 		}()
 	}
 	t.Cleanup(func() { r.close() })
@@ -233,20 +254,6 @@ func oneCPUForRxe(t *testing.T) {
 	}
 }
 
-// hwCounter reads one of an rxe port's hardware counters.
-func hwCounter(t *testing.T, dev, name string) uint64 {
-	t.Helper()
-	b, err := os.ReadFile("/sys/class/infiniband/" + dev + "/ports/1/hw_counters/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 func readFull(c net.Conn, b []byte) (int, error) {
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	n := 0
@@ -258,4 +265,52 @@ func readFull(c net.Conn, b []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+var sentFrames = regexp.MustCompile(`sent (\d+) frames`)
+
+// acknowledged is how many frames a rocev2-send run reported complete
+// (acknowledged by the server's QP) before it stopped.
+func acknowledged(t *testing.T, out string) uint64 {
+	t.Helper()
+	m := sentFrames.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no \"sent N frames\" in:\n%s", out)
+	}
+	n, _ := strconv.ParseUint(m[1], 10, 64)
+	return n
+}
+
+// serveCM serves RDMA CM on the server's address (10.99.0.1) and the rig's
+// port with opts (Logf defaults to the rig's log); the channel it returns
+// is closed when ServeCM has returned, and t.Cleanup stops it.
+func (r *rxServer) serveCM(opts server.CMOptions) (ended <-chan struct{}) {
+	r.t.Helper()
+	if opts.Logf == nil {
+		opts.Logf = r.logf
+	}
+	ip, ok := r.srv.CMAddr()
+	if !ok || ip != netip.MustParseAddr("10.99.0.1") {
+		r.t.Fatalf("CMAddr %v %v, want 10.99.0.1", ip, ok)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l, err := rdmacm.Listen(ctx, netip.AddrPortFrom(ip, uint16(r.port)).String(), rdmacm.Options{})
+	if err != nil {
+		cancel()
+		r.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var serveErr error
+	go func() {
+		serveErr = r.srv.ServeCM(ctx, l, opts)
+		close(done)
+	}()
+	r.t.Cleanup(func() {
+		cancel()
+		<-done
+		if !errors.Is(serveErr, context.Canceled) && !errors.Is(serveErr, server.ErrClosed) {
+			r.t.Errorf("ServeCM: %v", serveErr)
+		}
+	})
+	return done
 }

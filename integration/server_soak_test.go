@@ -62,7 +62,7 @@ func TestServerSoakMemory(t *testing.T) {
 	const total, every, warm = 1000000, 50000, 100000
 	const senders, each = 15, 1000
 	devs := devices(t, 2)
-	r := newRXServer(t, nil)
+	r := newRXServer(t)
 	start := time.Now()
 	// 1..1024-byte frames (one packet at the 1024-byte path MTU) and a
 	// 64-deep send queue signalled every 8th: the rate a loaded TCG VM

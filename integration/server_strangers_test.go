@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,7 +80,7 @@ func openFPGA(t *testing.T, dev string) *fpga {
 	must(err)
 	f.cq, err = cq.New(f.ctx, fpgaDepth+1, nil)
 	must(err)
-	f.qp, err = qp.New(f.pd, qp.InitAttr{Type: qp.RC, SendCQ: f.cq, RecvCQ: f.cq,
+	f.qp, err = qp.New(f.pd, qp.Spec{Type: qp.RC, SendCQ: f.cq, RecvCQ: f.cq,
 		Cap: qp.Cap{MaxSendWR: fpgaDepth, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	must(err)
 	must(f.qp.ToInit(qp.InitParams{Port: 1}))
@@ -437,7 +436,7 @@ func sameFile(t *testing.T, file string, want []byte) {
 // stranger makes a connection, and a sender from outside an allow-list is
 // refused.
 func TestServerStrangers(t *testing.T) {
-	r := newRXServer(t, nil)
+	r := newRXServer(t)
 	devs := devices(t, 2)
 	c0, c1 := hwCounters(t, devs[0]), hwCounters(t, devs[1])
 	addr := "127.0.0.1:" + strconv.Itoa(r.port)
@@ -492,9 +491,9 @@ func TestServerStrangers(t *testing.T) {
 // TestServerAllowList: with AllowedSenders set, a client from elsewhere is
 // closed before any exchange while a sender on the list streams.
 func TestServerAllowList(t *testing.T) {
-	r := newRXServerOpts(t, nil, func(o *server.ServeOptions) {
+	r := newRXServer(t, withServe(func(o *server.ServeOptions) {
 		o.AllowedSenders = allowVeth
-	})
+	}))
 	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(r.port))
 	if err != nil {
 		t.Fatal(err)
@@ -519,14 +518,14 @@ func TestServerCloseFromHandler(t *testing.T) {
 	closed := make(chan error, 1)
 	var r *rxServer
 	var n atomic.Int64
-	r = newRXServer(t, func(c *server.Config) {
+	r = newRXServer(t, withConfig(func(c *server.Config) {
 		c.Handler = func(f server.Frame) {
 			f.Release()
 			if n.Add(1) == 50 {
 				closed <- r.srv.Close()
 			}
 		}
-	})
+	}))
 	startPeer(t, time.Minute, "rocev2-send", r.sendArgs("-n", "1000", "-s", "100")...)
 	select {
 	case err := <-closed:
@@ -577,40 +576,6 @@ func TestServerSlowHandler(t *testing.T) {
 			t.Errorf("hold %s: no RNR NAK sent: the sender was not throttled by the receive queue", hold)
 		}
 	}
-}
-
-// hwCounters reads every hardware counter of an rxe port.
-func hwCounters(t *testing.T, dev string) map[string]uint64 {
-	t.Helper()
-	dir := "/sys/class/infiniband/" + dev + "/ports/1/hw_counters/"
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := map[string]uint64{}
-	for _, e := range ents {
-		b, err := os.ReadFile(dir + e.Name())
-		if err != nil {
-			continue
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-		if err == nil {
-			m[e.Name()] = n
-		}
-	}
-	return m
-}
-
-// counterDiff names the counters that changed.
-func counterDiff(a, b map[string]uint64) string {
-	var out []string
-	for k, v := range b {
-		if v != a[k] {
-			out = append(out, fmt.Sprintf("%s+%d", k, v-a[k]))
-		}
-	}
-	slices.Sort(out)
-	return strings.Join(out, " ")
 }
 
 func softnet() string {
@@ -711,8 +676,9 @@ func TestStrangerStorm(t *testing.T) {
 // connection ends with ErrIdle, its QP is freed, and the next sender
 // connects and streams at once.
 func TestServerIdleSender(t *testing.T) {
-	r := newRXServerOpts(t, func(c *server.Config) { c.IdleTimeout = 1500 * time.Millisecond },
-		func(o *server.ServeOptions) { o.WatchPeer = false })
+	r := newRXServer(t,
+		withConfig(func(c *server.Config) { c.IdleTimeout = 1500 * time.Millisecond }),
+		withServe(func(o *server.ServeOptions) { o.WatchPeer = false }))
 	r.send(time.Minute, "-n", "100", "-s", "500")
 	r.waitFrames(100, 30*time.Second)
 	st := r.waitStats(20*time.Second, "the idle connection's end", func(s *server.Stats) bool { return s.SessionEnds == 1 })
@@ -736,7 +702,7 @@ func TestServerIdleSender(t *testing.T) {
 // returns.
 func TestServerPanicStops(t *testing.T) {
 	var n atomic.Int64
-	r := newRXServer(t, func(c *server.Config) {
+	r := newRXServer(t, withConfig(func(c *server.Config) {
 		c.PanicStops = true
 		c.Handler = func(f server.Frame) {
 			if n.Add(1) == 10 {
@@ -744,7 +710,7 @@ func TestServerPanicStops(t *testing.T) {
 			}
 			f.Release()
 		}
-	})
+	}))
 	startPeer(t, time.Minute, "rocev2-send", r.sendArgs("-n", "100", "-s", "100")...)
 	select {
 	case <-r.srv.Done():

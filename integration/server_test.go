@@ -42,7 +42,7 @@ func TestServerStream(t *testing.T) {
 		out      string
 	)
 	for try := 0; ; try++ {
-		r = newRXServer(t, nil)
+		r = newRXServer(t)
 		w := watchRetransmits(t)
 		dup0 := hwCounter(t, devs[0], "duplicate_request")
 		runtime.ReadMemStats(&ms0)
@@ -106,7 +106,7 @@ func TestServerStream(t *testing.T) {
 func TestServerHoldAll(t *testing.T) {
 	const depth, total = 8, 40
 	devs := devices(t, 2)
-	r := newRXServer(t, func(c *server.Config) { c.Depth = depth })
+	r := newRXServer(t, withConfig(func(c *server.Config) { c.Depth = depth }))
 	r.hold.Store(true)
 	rnr0 := hwCounter(t, devs[0], "send_rnr_err")
 	snd := startPeer(t, 2*time.Minute, "rocev2-send", r.sendArgs("-n", strconv.Itoa(total), "-s", "256")...)
@@ -155,7 +155,7 @@ func TestServerHoldAll(t *testing.T) {
 // connection (the loop drains and stops), a new sender connects to a
 // fresh QP on the same slab, and Close returns.
 func TestServerSenderKilled(t *testing.T) {
-	r := newRXServer(t, nil)
+	r := newRXServer(t)
 	snd := startPeer(t, 2*time.Minute, "rocev2-send", r.sendArgs("-n", "0", "-t", "90s", "-s", "2000", "-C", "0")...)
 	r.waitFrames(1000, time.Minute)
 	qpn := r.srv.QPN()
@@ -190,7 +190,7 @@ func TestServerSenderKilled(t *testing.T) {
 // held across Close keep their bytes, Release after Close is harmless, and
 // Close of a parked loop is quick.
 func TestServerCloseWhileHeld(t *testing.T) {
-	r := newRXServer(t, func(c *server.Config) { c.SpinBudget = time.Millisecond })
+	r := newRXServer(t, withConfig(func(c *server.Config) { c.SpinBudget = time.Millisecond }))
 	r.hold.Store(true)
 	r.send(time.Minute, "-n", "20", "-s", "3000")
 	r.waitFrames(20, 30*time.Second)
@@ -240,7 +240,7 @@ func TestServerCloseWhileHeld(t *testing.T) {
 // over TCP with rocev2-send), hands the sender's QPN, PSN and GID to
 // SetPeerGID and CompleteConnection, and the frames stream in.
 func TestServerCompleteConnection(t *testing.T) {
-	r := newRXServerServing(t, nil, false) // no side channel: this test owns the connection
+	r := newRXServer(t, withoutSideChannel()) // no side channel: this test owns the connection
 	ln, err := net.Listen("tcp", ":"+strconv.Itoa(r.port+50))
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +295,7 @@ func TestServerCompleteConnection(t *testing.T) {
 // replaces it (the first's QP goes to ERROR, its sends fail), and the
 // second's frames all arrive.
 func TestServerTakeover(t *testing.T) {
-	r := newRXServer(t, nil)
+	r := newRXServer(t)
 	first := startPeer(t, 2*time.Minute, "rocev2-send", r.sendArgs("-n", "0", "-t", "60s", "-s", "1000", "-C", "0")...)
 	r.waitFrames(500, time.Minute)
 	r.send(time.Minute, "-n", "1000", "-s", "1-5000", "-C", "16")
@@ -323,7 +323,7 @@ func TestServerTakeover(t *testing.T) {
 // every slot is accounted for.
 func TestServerTakeovers(t *testing.T) {
 	const n = 8
-	r := newRXServer(t, nil)
+	r := newRXServer(t)
 	var senders []*peer
 	for k := range n {
 		senders = append(senders, startPeer(t, 2*time.Minute, "rocev2-send",
@@ -432,7 +432,7 @@ func abandoned(t *testing.T, out string) [][2]uint64 {
 // which the sender reported unacknowledged when each connection failed.
 func TestServerSenderReconnects(t *testing.T) {
 	const total, lo, hi, slot = 3000, 1, 4110, 4096
-	r := newRXServer(t, func(c *server.Config) { c.MaxPayload = slot })
+	r := newRXServer(t, withConfig(func(c *server.Config) { c.MaxPayload = slot }))
 	out := r.send(5*time.Minute, "-n", strconv.Itoa(total), "-s", fmt.Sprintf("%d-%d", lo, hi), "-c", "4", "-reconnect", "40")
 	fails := abandoned(t, out)
 	// A failure at the end of the stream leaves nothing to reconnect for.
@@ -551,17 +551,4 @@ func TestServerCloseWakesEveryone(t *testing.T) {
 	}
 	<-snd.done
 	t.Logf("Close took %v with a sender streaming (%d frames consumed), a stranger mid-exchange and Serve in Accept; the sender: %s", took, n, lastLine(snd.out.String()))
-}
-
-// within receives from ch, or fails the test after 30 s.
-func within[T any](t *testing.T, what string, ch <-chan T) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no %s within 30 s", what)
-		var zero T
-		return zero
-	}
 }

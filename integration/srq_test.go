@@ -4,7 +4,6 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"runtime"
 	"testing"
@@ -15,89 +14,6 @@ import (
 	"github.com/pureverbs/pureverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
-
-// connectOne connects qa (on end a) with qb (on end b), both ways.
-func connectOne(t testing.TB, a *qpEnd, qa *qp.QP, b *qpEnd, qb *qp.QP) {
-	t.Helper()
-	for _, s := range []struct {
-		e      *qpEnd
-		q      *qp.QP
-		re     *qpEnd
-		remote *qp.QP
-	}{{a, qa, b, qb}, {b, qb, a, qa}} {
-		if err := s.q.Connect(qp.Peer{QPN: s.remote.Num(), PSN: psn(s.remote), GID: s.re.gid}, qp.ConnectOptions{
-			SGID: s.e.sgid, PathMTU: s.e.port.ActiveMTU, SendPSN: psn(s.q),
-			Access: uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead,
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// srqRig is a receiver on rxe1 whose n QPs share one SRQ, each connected
-// to its own QP of a sender on rxe0.
-type srqRig struct {
-	tx, rx *qpEnd
-	srq    *qp.SRQ
-	txQPs  []*qp.QP
-	rxQPs  []*qp.QP
-}
-
-func newSRQRig(t *testing.T, n int, attr qp.SRQAttr) *srqRig {
-	t.Helper()
-	devs := devices(t, 2)
-	r := &srqRig{
-		tx: openEnd(t, devs[0], endOpts{bufSize: 1 << 16, cqe: 1024}),
-		rx: openEnd(t, devs[1], endOpts{bufSize: 1 << 16, cqe: 1024}),
-	}
-	var err error
-	if r.srq, err = qp.NewSRQ(r.rx.pd, attr); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closeOK(t, "SRQ", r.srq.Close()) })
-	for range n {
-		rq, err := qp.New(r.rx.pd, qp.InitAttr{Type: qp.RC, SendCQ: r.rx.cq, RecvCQ: r.rx.cq, SRQ: r.srq})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { closeOK(t, "QP on SRQ", rq.Close()) })
-		tq, err := qp.New(r.tx.pd, qp.InitAttr{Type: qp.RC, SendCQ: r.tx.cq, RecvCQ: r.tx.cq})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { closeOK(t, "QP", tq.Close()) })
-		connectOne(t, r.tx, tq, r.rx, rq)
-		r.txQPs, r.rxQPs = append(r.txQPs, tq), append(r.rxQPs, rq)
-	}
-	return r
-}
-
-// postSRQ posts count receives of size bytes each, slot i at i*size.
-func (r *srqRig) postSRQ(t *testing.T, first, count, size int) {
-	t.Helper()
-	for i := first; i < first+count; i++ {
-		if err := r.srq.PostRecv([]qp.RecvWR{{ID: uint64(i), SGEs: []uverbs.SGE{sge(r.rx, i*size%(1<<16), size)}}}); err != nil {
-			t.Fatalf("post SRQ receive %d: %v", i, err)
-		}
-	}
-}
-
-// send sends one message of size bytes filled with fill from sender QP i
-// and waits for its completion.
-func (r *srqRig) send(t *testing.T, i, size int, fill byte) {
-	t.Helper()
-	b := r.tx.buf.Bytes()
-	for k := range size {
-		b[k] = fill
-	}
-	if err := r.txQPs[i].PostSend([]qp.SendWR{{ID: uint64(fill), Opcode: qp.Send, Flags: qp.Signaled, SGEs: []uverbs.SGE{sge(r.tx, 0, size)}}}); err != nil {
-		t.Fatal(err)
-	}
-	wc := pollWait(t, r.tx.cq, make([]cq.WC, 1), 1, 10*time.Second)
-	if wc[0].Status != cq.Success {
-		t.Fatalf("send from QP %d: %v", i, wc[0].Status)
-	}
-}
 
 // Several QPs share one SRQ: every QP's messages land in the SRQ's
 // buffers in posting order, each completion names the QP it arrived on,
@@ -183,23 +99,6 @@ func TestSRQPostAllOrNothing(t *testing.T) {
 		t.Fatalf("completion %+v, want WRID 5", wc[0])
 	}
 	pollWait(t, r.tx.cq, make([]cq.WC, 1), 1, 10*time.Second)
-}
-
-// waitEvent waits up to limit for the next async event of ctx.
-func waitEvent(t testing.TB, c *uverbs.Context, limit time.Duration) (uverbs.AsyncEvent, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	return c.WaitAsyncEvent(ctx)
-}
-
-// noEvent checks that no async event arrives for a moment.
-func noEvent(t testing.TB, c *uverbs.Context, what string) {
-	t.Helper()
-	if ev, err := waitEvent(t, c, 300*time.Millisecond); err == nil {
-		t.Errorf("%s: unexpected event %v", what, ev)
-	} else if !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("%s: %v", what, err)
-	}
 }
 
 // The limit event: armed at 4 with 8 receives posted, it fires once the
@@ -338,7 +237,7 @@ func TestSRQContextCloseFreesIt(t *testing.T) {
 	defer func() { runtime.KeepAlive(qps) }()
 	for i := range 3 {
 		m0 := uverbsMappings(t)
-		attr := qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c, SRQ: srq}
+		attr := qp.Spec{Type: qp.RC, SendCQ: c, RecvCQ: c, SRQ: srq}
 		want := 1
 		if i == 2 {
 			attr.SRQ, want = nil, 2

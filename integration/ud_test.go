@@ -4,6 +4,7 @@ package integration
 
 import (
 	"errors"
+	"maps"
 	"net"
 	"net/netip"
 	"strings"
@@ -39,7 +40,7 @@ func openUD(t *testing.T, dev string, qkey uint32, n, size int) *qpEnd {
 }
 
 // newAH makes an address handle, closed at cleanup (before the PD).
-func newAH(t *testing.T, pd *uverbs.PD, p qp.AHParams) *qp.AH {
+func newAH(t *testing.T, pd *uverbs.PD, p qp.AHSpec) *qp.AH {
 	t.Helper()
 	ah, err := qp.NewAH(pd, p)
 	if err != nil {
@@ -82,7 +83,7 @@ func udSend(t *testing.T, a *qpEnd, ah *qp.AH, qpn, qkey uint32, msg string, op 
 func TestUDAddressHandle(t *testing.T) {
 	devs := devices(t, 2)
 	a, b := openUD(t, devs[0], udQKey, 4, 1024), openUD(t, devs[1], udQKey, 4, 1024)
-	ah := newAH(t, a.pd, qp.AHParams{DGID: b.gid, SGID: a.sgid, HopLimit: 1})
+	ah := newAH(t, a.pd, qp.AHSpec{DGID: b.gid, SGID: a.sgid, HopLimit: 1})
 	if ah.Num() == 0 || ah.Verbs().Attr().GRH.DGID != b.gid {
 		t.Fatalf("AH number %d, attr %+v", ah.Num(), ah.Verbs().Attr())
 	}
@@ -139,7 +140,7 @@ func TestUDAddressHandle(t *testing.T) {
 func TestUDQKey(t *testing.T) {
 	devs := devices(t, 2)
 	a, b := openUD(t, devs[0], udQKey, 4, 64), openUD(t, devs[1], udQKey, 4, 64)
-	ah := newAH(t, a.pd, qp.AHParams{DGID: b.gid, SGID: a.sgid})
+	ah := newAH(t, a.pd, qp.AHSpec{DGID: b.gid, SGID: a.sgid})
 	for _, k := range []uint32{0x22222222, udQKey + 1, 0x80000000} {
 		if s := udSend(t, a, ah, b.qp.Num(), k, "wrong key", qp.Send, 0); s.Status != cq.Success {
 			t.Fatalf("send with Q_Key %#x: %+v", k, s)
@@ -198,7 +199,7 @@ func TestUDLongerThanMTU(t *testing.T) {
 	setMTU(t, a0.ctx, "veth0", 9000, uverbs.MTU4096)
 	setMTU(t, b.ctx, "veth1", 9000, uverbs.MTU4096)
 	stale := openUD(t, devs[0], udQKey, 0, 4096)
-	ah := newAH(t, stale.pd, qp.AHParams{DGID: b.gid, SGID: stale.sgid})
+	ah := newAH(t, stale.pd, qp.AHSpec{DGID: b.gid, SGID: stale.sgid})
 	msg := strings.Repeat("x", 2048)
 	udSend(t, stale, ah, b.qp.Num(), udQKey, msg, qp.Send, 0)
 	if w := pollWait(t, b.cq, make([]cq.WC, 1), 1, 10*time.Second)[0]; w.Status != cq.Success || w.ByteLen != uint32(qp.GRHLen+2048) {
@@ -215,7 +216,7 @@ func TestUDLongerThanMTU(t *testing.T) {
 	quiet(t, b.cq, "the oversized datagram")
 
 	fresh := openUD(t, devs[0], udQKey, 0, 4096)
-	ah2 := newAH(t, fresh.pd, qp.AHParams{DGID: b.gid, SGID: fresh.sgid})
+	ah2 := newAH(t, fresh.pd, qp.AHSpec{DGID: b.gid, SGID: fresh.sgid})
 	err := fresh.qp.PostSend([]qp.SendWR{{Opcode: qp.Send, AH: ah2, RemoteQPN: b.qp.Num(), RemoteQKey: udQKey, SGEs: []uverbs.SGE{sge(fresh, 0, 1025)}}})
 	if !errors.Is(err, qp.ErrMessageTooLong) {
 		t.Fatalf("1025 bytes at MTU 1024: %v, want ErrMessageTooLong", err)
@@ -253,7 +254,7 @@ func TestUDMulticast(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ah := newAH(t, a.pd, qp.AHParams{DGID: gid, SGID: a.sgid})
+	ah := newAH(t, a.pd, qp.AHSpec{DGID: gid, SGID: a.sgid})
 	if s := udSend(t, a, ah, qp.MulticastQPN, udQKey, "to the group", qp.Send, 0); s.Status != cq.Success {
 		t.Fatalf("multicast send: %+v", s)
 	}
@@ -282,7 +283,7 @@ func TestUDMulticast(t *testing.T) {
 func TestUDZeroAllocs(t *testing.T) {
 	devs := devices(t, 2)
 	a, b := openUD(t, devs[0], udQKey, 0, 64), openUD(t, devs[1], udQKey, 0, 64)
-	ah := newAH(t, a.pd, qp.AHParams{DGID: b.gid, SGID: a.sgid})
+	ah := newAH(t, a.pd, qp.AHSpec{DGID: b.gid, SGID: a.sgid})
 	send := []qp.SendWR{{Opcode: qp.Send, Flags: qp.Signaled, AH: ah, RemoteQPN: b.qp.Num(), RemoteQKey: udQKey, SGEs: []uverbs.SGE{sge(a, qp.GRHLen, 64)}}}
 	recv := []qp.RecvWR{{SGEs: []uverbs.SGE{sge(b, 0, qp.GRHLen+64)}}}
 	wc := make([]cq.WC, 2)
@@ -321,7 +322,7 @@ func TestUDContextCloseFreesAH(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := kernelResources(t, name)
+	before := rdmaResources(t, name)
 	ctx, err := uverbs.Open(d)
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +335,7 @@ func TestUDContextCloseFreesAH(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := qp.New(pd, qp.InitAttr{Type: qp.UD, SendCQ: c, RecvCQ: c})
+	q, err := qp.New(pd, qp.Spec{Type: qp.UD, SendCQ: c, RecvCQ: c})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +353,7 @@ func TestUDContextCloseFreesAH(t *testing.T) {
 	gid, idx := mappedGID(t, name, port)
 	var ahs []*qp.AH
 	for range 3 {
-		ah, err := qp.NewAH(pd, qp.AHParams{DGID: gid, SGID: uverbs.GIDEntry{GID: gid, Index: idx, Port: 1}})
+		ah, err := qp.NewAH(pd, qp.AHSpec{DGID: gid, SGID: uverbs.GIDEntry{GID: gid, Index: idx, Port: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -361,7 +362,7 @@ func TestUDContextCloseFreesAH(t *testing.T) {
 	if err := ctx.Close(); err != nil {
 		t.Fatalf("Context.Close with live AHs: %v", err)
 	}
-	if after := kernelResources(t, name); !sameCounts(after, before) {
+	if after := rdmaResources(t, name); !maps.Equal(after, before) {
 		t.Fatalf("kernel counts after Context.Close %v, before %v", after, before)
 	}
 	for _, ah := range ahs {
@@ -401,7 +402,7 @@ func TestUDIPv6GRH(t *testing.T) {
 	var ah *qp.AH
 	for try := 1; ; try++ {
 		var err error
-		if ah, err = qp.NewAH(a.pd, qp.AHParams{DGID: dst.GID, SGID: src}); err == nil {
+		if ah, err = qp.NewAH(a.pd, qp.AHSpec{DGID: dst.GID, SGID: src}); err == nil {
 			t.Cleanup(func() { closeOK(t, "AH", ah.Close()) })
 			break
 		}

@@ -30,37 +30,6 @@ func uvExpect(i int) (netdev string, gid uverbs.GID) {
 	return fmt.Sprintf("veth%d", i), gid
 }
 
-func uvOpen(t *testing.T, name string) *uverbs.Context {
-	t.Helper()
-	d, err := uverbs.DeviceByName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, err := uverbs.Open(d)
-	if err != nil {
-		t.Fatalf("open %s: %v", name, err)
-	}
-	t.Cleanup(func() { ctx.Close() })
-	return ctx
-}
-
-// uvResources counts what this process holds of the kernel: open fds, and
-// mappings of uverbs devices (rxe rings).
-type uvResources struct{ fds, ringMaps int }
-
-func uvCount(t *testing.T) uvResources {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	maps, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return uvResources{fds: len(ents), ringMaps: strings.Count(string(maps), "/dev/infiniband/")}
-}
-
 // uvMapped reports whether a mapping starts at addr.
 func uvMapped(t *testing.T, addr uint64) bool {
 	t.Helper()
@@ -69,13 +38,6 @@ func uvMapped(t *testing.T, addr uint64) bool {
 		t.Fatal(err)
 	}
 	return strings.Contains(string(maps), fmt.Sprintf("\n%x-", addr)) || strings.HasPrefix(string(maps), fmt.Sprintf("%x-", addr))
-}
-
-func uvSame(t *testing.T, what string, before uvResources) {
-	t.Helper()
-	if after := uvCount(t); after != before {
-		t.Errorf("%s: resources %+v before, %+v after", what, before, after)
-	}
 }
 
 func TestUverbsDiscovery(t *testing.T) {
@@ -248,7 +210,7 @@ func TestUverbsResources(t *testing.T) {
 	if _, err := cq.New(ctx, attr.MaxCQE+1, ch); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("CQ with cqe %d > max_cqe = %v, want EINVAL", attr.MaxCQE+1, err)
 	}
-	q, err := rxe.CreateQP(pd, uverbs.QPInitAttr{
+	q, err := rxe.CreateQP(pd, uverbs.QPSpec{
 		Type: uverbs.QPTypeRC, SendCQ: c.Verbs(), RecvCQ: c.Verbs(),
 		Cap: uverbs.QPCap{MaxSendWR: 1 << 30, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1},
 	})
@@ -258,7 +220,7 @@ func TestUverbsResources(t *testing.T) {
 	}
 	uvSame(t, "failed CQ and QP creation", mid)
 
-	q, err = rxe.CreateQP(pd, uverbs.QPInitAttr{
+	q, err = rxe.CreateQP(pd, uverbs.QPSpec{
 		Type: uverbs.QPTypeRC, SendCQ: c.Verbs(), RecvCQ: c.Verbs(),
 		Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1},
 	})
@@ -430,7 +392,7 @@ func TestUverbsCompletionEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := rxe.CreateQP(pd, uverbs.QPInitAttr{
+	q, err := rxe.CreateQP(pd, uverbs.QPSpec{
 		Type: uverbs.QPTypeRC, SendCQ: c.Verbs(), RecvCQ: c.Verbs(),
 		Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1},
 	})
@@ -578,7 +540,7 @@ func TestUverbsDoorbellMatchesLibrxe(t *testing.T) {
 
 // The cost of the two kernel round trips of the data path, in this VM.
 func BenchmarkUverbsReqNotify(b *testing.B) {
-	ctx := uvOpenB(b)
+	ctx := uvOpen(b, devices(b, 1)[0])
 	c, err := cq.New(ctx, 16, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -593,7 +555,7 @@ func BenchmarkUverbsReqNotify(b *testing.B) {
 }
 
 func BenchmarkUverbsPostSendDoorbell(b *testing.B) {
-	ctx := uvOpenB(b)
+	ctx := uvOpen(b, devices(b, 1)[0])
 	pd, err := ctx.AllocPD()
 	if err != nil {
 		b.Fatal(err)
@@ -604,7 +566,7 @@ func BenchmarkUverbsPostSendDoorbell(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer c.Close()
-	q, err := rxe.CreateQP(pd, uverbs.QPInitAttr{Type: uverbs.QPTypeRC, SendCQ: c.Verbs(), RecvCQ: c.Verbs(),
+	q, err := rxe.CreateQP(pd, uverbs.QPSpec{Type: uverbs.QPTypeRC, SendCQ: c.Verbs(), RecvCQ: c.Verbs(),
 		Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		b.Fatal(err)
@@ -618,20 +580,6 @@ func BenchmarkUverbsPostSendDoorbell(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-}
-
-func uvOpenB(b *testing.B) *uverbs.Context {
-	b.Helper()
-	d, err := uverbs.DeviceByName(devices(b, 1)[0])
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, err := uverbs.Open(d)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ctx.Close() })
-	return ctx
 }
 
 // A Context dropped without Close (with a PD in it) still gives its fds

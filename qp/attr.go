@@ -81,8 +81,10 @@ func (a *Attr) verbs() uverbs.QPAttr {
 	}
 }
 
-// attrFrom is the kernel-object layer's v as an Attr.
-func attrFrom(v *uverbs.QPAttr) Attr {
+// AttrFromVerbs converts attributes in the kernel-object layer's terms
+// to an Attr: those QP.Verbs().Query reports, or those the RDMA CM gives
+// for a transition (ucma.Channel.InitQPAttr).
+func AttrFromVerbs(v *uverbs.QPAttr) Attr {
 	return Attr{
 		State: State(v.State), CurState: State(v.CurState),
 		PathMTU: v.PathMTU, PathMigState: v.PathMigState,

@@ -43,7 +43,7 @@ func ExampleNewSRQ() {
 	}
 	for range 4 {
 		// No receive queue of their own: everything arrives through srq.
-		if _, err := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c, SRQ: srq}); err != nil {
+		if _, err := qp.New(pd, qp.Spec{Type: qp.RC, SendCQ: c, RecvCQ: c, SRQ: srq}); err != nil {
 			log.Fatal(err)
 		}
 	}

@@ -57,7 +57,7 @@ func Example() {
 
 	var qps [2]*qp.QP
 	for i := range qps {
-		if qps[i], err = qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c}); err != nil {
+		if qps[i], err = qp.New(pd, qp.Spec{Type: qp.RC, SendCQ: c, RecvCQ: c}); err != nil {
 			log.Fatal(err)
 		}
 		defer qps[i].Close()

@@ -47,14 +47,14 @@ func ExampleNewAH() {
 	const qkey = 0x11111111
 	var qps [2]*qp.QP
 	for i := range qps {
-		if qps[i], err = qp.New(pd, qp.InitAttr{Type: qp.UD, SendCQ: c, RecvCQ: c}); err != nil {
+		if qps[i], err = qp.New(pd, qp.Spec{Type: qp.UD, SendCQ: c, RecvCQ: c}); err != nil {
 			log.Fatal(err)
 		}
 		if err := qps[i].ActivateUD(qp.UDOptions{QKey: qkey}); err != nil {
 			log.Fatal(err)
 		}
 	}
-	ah, err := qp.NewAH(pd, qp.AHParams{DGID: gid.GID, SGID: gid})
+	ah, err := qp.NewAH(pd, qp.AHSpec{DGID: gid.GID, SGID: gid})
 	if err != nil {
 		log.Fatal(err)
 	}

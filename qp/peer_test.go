@@ -17,7 +17,7 @@ func openSimQP(t *testing.T) *QP {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, _ := simQP(t, dev, c, rxesim.QPConfig{Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	q, _ := simQP(t, dev, c, rxesim.QPSpec{Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	return q
 }
 

@@ -154,7 +154,7 @@ func TestSourceGIDRequired(t *testing.T) {
 	if err := q.Connect(Peer{QPN: 5, GID: peer}, ConnectOptions{}); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("Connect without SGID = %v, want EINVAL", err)
 	}
-	if _, err := NewAH(nil, AHParams{DGID: peer}); !errors.Is(err, unix.EINVAL) {
+	if _, err := NewAH(nil, AHSpec{DGID: peer}); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("NewAH without SGID = %v, want EINVAL", err)
 	}
 	e := uverbs.GIDEntry{GID: uverbs.GID{10: 0xff, 11: 0xff, 12: 10, 15: 1}, Index: 1, Port: 1}

@@ -20,8 +20,8 @@ const (
 	defaultSGE = 1
 )
 
-// InitAttr describes a queue pair to create.
-type InitAttr struct {
+// Spec describes a queue pair to create.
+type Spec struct {
 	Type   Type // RC, UC or UD
 	SendCQ *cq.CQ
 	RecvCQ *cq.CQ
@@ -52,7 +52,7 @@ type QP struct {
 }
 
 // New creates a queue pair in the RESET state on pd's device.
-func New(pd *uverbs.PD, attr InitAttr) (*QP, error) {
+func New(pd *uverbs.PD, attr Spec) (*QP, error) {
 	if attr.Type != RC && attr.Type != UC && attr.Type != UD {
 		return nil, fmt.Errorf("qp: create: %v queue pairs: %w", attr.Type, ErrNotSupported)
 	}
@@ -66,7 +66,7 @@ func New(pd *uverbs.PD, attr InitAttr) (*QP, error) {
 		c.MaxRecvWR, c.MaxRecvSGE = 0, 0
 	}
 	q := &QP{srq: attr.SRQ, typ: attr.Type}
-	core, err := rxe.CreateQP(pd, uverbs.QPInitAttr{
+	core, err := rxe.CreateQP(pd, uverbs.QPSpec{
 		Owner:      q,
 		SRQ:        srq,
 		Type:       uverbs.QPType(attr.Type),
@@ -88,7 +88,7 @@ func New(pd *uverbs.PD, attr InitAttr) (*QP, error) {
 }
 
 // withDefaults is c with its zero WR and SGE counts replaced by the
-// defaults InitAttr.Cap documents.
+// defaults Spec.Cap documents.
 func (c Cap) withDefaults() Cap {
 	c.MaxSendWR = cmp.Or(c.MaxSendWR, defaultWR)
 	c.MaxRecvWR = cmp.Or(c.MaxRecvWR, defaultWR)
@@ -136,7 +136,7 @@ func (q *QP) Query() (Attr, error) {
 	if err != nil {
 		return Attr{}, err
 	}
-	attr := attrFrom(&v)
+	attr := AttrFromVerbs(&v)
 	q.state.Store(uint32(attr.State))
 	return attr, nil
 }

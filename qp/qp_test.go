@@ -23,7 +23,7 @@ type simPair struct {
 	keyA, keyB uint32
 }
 
-func simQP(t testing.TB, dev *rxesim.Device, cq *rxesim.CQ, cfg rxesim.QPConfig) (*QP, *rxesim.QP) {
+func simQP(t testing.TB, dev *rxesim.Device, cq *rxesim.CQ, cfg rxesim.QPSpec) (*QP, *rxesim.QP) {
 	t.Helper()
 	s, err := dev.NewQP(cq, cq, cfg)
 	if err != nil {
@@ -47,7 +47,7 @@ func newSimPair(t testing.TB, size int) *simPair {
 	if p.cqB, err = p.dev.NewCQ(255); err != nil {
 		t.Fatal(err)
 	}
-	cfg := rxesim.QPConfig{Cap: uverbs.QPCap{MaxSendWR: 127, MaxRecvWR: 127, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 128}}
+	cfg := rxesim.QPSpec{Cap: uverbs.QPCap{MaxSendWR: 127, MaxRecvWR: 127, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 128}}
 	p.a, p.sa = simQP(t, p.dev, p.cqA, cfg)
 	p.b, p.sb = simQP(t, p.dev, p.cqB, cfg)
 	rxesim.Connect(p.sa, p.sb)
@@ -303,7 +303,7 @@ func BenchmarkPostSend(b *testing.B) {
 		b.Fatal(err)
 	}
 	lim := uverbs.QPCap{MaxSendWR: 127, MaxSendSGE: 1, MaxInlineData: 128}
-	k, err := dev.NewQP(c, c, rxesim.QPConfig{Cap: lim, Sink: true})
+	k, err := dev.NewQP(c, c, rxesim.QPSpec{Cap: lim, Sink: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -326,10 +326,10 @@ func BenchmarkPostSend(b *testing.B) {
 // the documented defaults for zero counts (the VM test TestQPNewDefaults
 // checks that the kernel got them, and Modify's state tracking).
 func TestNewArguments(t *testing.T) {
-	if _, err := New(nil, InitAttr{Type: Type(8)}); !errors.Is(err, ErrNotSupported) {
+	if _, err := New(nil, Spec{Type: Type(8)}); !errors.Is(err, ErrNotSupported) {
 		t.Errorf("New(QP type 8) = %v, want ErrNotSupported", err)
 	}
-	if _, err := New(nil, InitAttr{Type: RC}); !errors.Is(err, unix.EINVAL) {
+	if _, err := New(nil, Spec{Type: RC}); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("New(RC) without CQs = %v, want EINVAL", err)
 	}
 	if got, want := (Cap{}).withDefaults(), (Cap{MaxSendWR: 128, MaxRecvWR: 128, MaxSendSGE: 1, MaxRecvSGE: 1}); got != want {
@@ -346,7 +346,7 @@ func TestNewArguments(t *testing.T) {
 func TestPostOnClosedQP(t *testing.T) {
 	p := newSimPair(t, 4096)
 	for _, s := range []State{StateReset, StateInit, StateRTS} {
-		q, _ := simQP(t, p.dev, p.cqA, rxesim.QPConfig{Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		q, _ := simQP(t, p.dev, p.cqA, rxesim.QPSpec{Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		q.state.Store(uint32(s))
 		if err := q.Close(); err != nil {
 			t.Fatal(err)
@@ -368,7 +368,7 @@ func TestTransitionsOnClosedQP(t *testing.T) {
 	sgid := uverbs.GIDEntry{GID: uverbs.GID{10: 0xff, 11: 0xff, 12: 10, 15: 1}, Index: 1, Port: 1, Type: uverbs.GIDTypeRoCEv2}
 	peer := Peer{QPN: 5, PSN: 7, GID: uverbs.GID{10: 0xff, 11: 0xff, 12: 10, 15: 2}}
 	for _, s := range []State{StateReset, StateInit, StateRTR, StateRTS} {
-		q, _ := simQP(t, p.dev, p.cqA, rxesim.QPConfig{Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		q, _ := simQP(t, p.dev, p.cqA, rxesim.QPSpec{Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		q.state.Store(uint32(s))
 		if err := q.Close(); err != nil {
 			t.Fatal(err)

@@ -19,7 +19,7 @@ type SRQAttr struct {
 	Limit uint32
 }
 
-// SRQ is a shared receive queue: the QPs created on it (InitAttr.SRQ) take
+// SRQ is a shared receive queue: the QPs created on it (Spec.SRQ) take
 // their receive requests from it, whichever receives first. PostRecv may
 // be called from several goroutines and allocates nothing.
 type SRQ struct {
@@ -33,7 +33,7 @@ func NewSRQ(pd *uverbs.PD, attr SRQAttr) (*SRQ, error) {
 	attr.MaxWR = cmp.Or(attr.MaxWR, defaultWR)
 	attr.MaxSGE = cmp.Or(attr.MaxSGE, defaultSGE)
 	s := &SRQ{}
-	core, err := rxe.CreateSRQ(pd, uverbs.SRQInitAttr{Attr: uverbs.SRQAttr(attr), Owner: s})
+	core, err := rxe.CreateSRQ(pd, uverbs.SRQSpec{Attr: uverbs.SRQAttr(attr), Owner: s})
 	if err != nil {
 		return nil, err
 	}

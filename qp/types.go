@@ -40,7 +40,7 @@ const (
 func (s State) String() string { return uverbs.QPState(s).String() }
 
 // Cap is the capacity of a queue pair: work requests per queue, SGEs per
-// request and inline bytes per send. It is what InitAttr asks for and what
+// request and inline bytes per send. It is what Spec asks for and what
 // QP.Cap reports as granted.
 type Cap struct {
 	MaxSendWR     uint32 // send requests outstanding

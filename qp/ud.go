@@ -9,9 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// AHParams describe the path of an address handle. On RoCE every path is
+// AHSpec describe the path of an address handle. On RoCE every path is
 // global: DGID and SGID are required.
-type AHParams struct {
+type AHSpec struct {
 	DGID uverbs.GID // the destination GID (a multicast group's GID too)
 	// SGID is the local GID entry to send from, found by address
 	// (uverbs.Context.FindGID) or by netdev (NetdevGID); the zero entry is
@@ -26,7 +26,7 @@ type AHParams struct {
 
 // NewAH creates an address handle towards p.DGID on pd's device, with the
 // kernel's AH number, so UD work requests carry only that number.
-func NewAH(pd *uverbs.PD, p AHParams) (*AH, error) {
+func NewAH(pd *uverbs.PD, p AHSpec) (*AH, error) {
 	if p.DGID.IsZero() {
 		return nil, fmt.Errorf("qp: create_ah: the destination GID is zero (RoCE needs it): %w", unix.EINVAL)
 	}

@@ -87,7 +87,7 @@ type CQ struct {
 // rxe_create_cq_resp). If any step fails, the steps before it are undone.
 // A device whose kernel driver is not rdma_rxe is refused with
 // ErrNotSupported naming the driver.
-func CreateCQ(devctx *uverbs.Context, attr uverbs.CQAttr) (*CQ, error) {
+func CreateCQ(devctx *uverbs.Context, attr uverbs.CQSpec) (*CQ, error) {
 	if err := checkDriver("create_cq", devctx.Device()); err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ type QP struct {
 // MTU, as read here. If any step fails, the steps before it are undone.
 // A device whose kernel driver is not rdma_rxe is refused with
 // ErrNotSupported naming the driver.
-func CreateQP(pd *uverbs.PD, attr uverbs.QPInitAttr) (*QP, error) {
+func CreateQP(pd *uverbs.PD, attr uverbs.QPSpec) (*QP, error) {
 	if err := checkDriver("create_qp", pd.Context().Device()); err != nil {
 		return nil, err
 	}

@@ -54,7 +54,7 @@ type SRQ struct {
 // CreateSRQ creates a shared receive queue on an rxe device and maps its
 // ring from the driver's response (struct rxe_create_srq_resp). If any step
 // fails, the steps before it are undone.
-func CreateSRQ(pd *uverbs.PD, attr uverbs.SRQInitAttr) (*SRQ, error) {
+func CreateSRQ(pd *uverbs.PD, attr uverbs.SRQSpec) (*SRQ, error) {
 	if err := checkDriver("create_srq", pd.Context().Device()); err != nil {
 		return nil, err
 	}

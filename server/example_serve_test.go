@@ -98,7 +98,7 @@ func send(addr, device, netdev string, payloads []string) error {
 		return err
 	}
 	defer c.Close()
-	q, err := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: c, RecvCQ: c})
+	q, err := qp.New(pd, qp.Spec{Type: qp.RC, SendCQ: c, RecvCQ: c})
 	if err != nil {
 		return err
 	}

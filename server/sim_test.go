@@ -112,11 +112,11 @@ func newSimRig(t testing.TB, depth, size int, handler func(Frame)) *simRig {
 	if r.sendCQ, err = dev.NewCQ(1024); err != nil {
 		t.Fatal(err)
 	}
-	srvQP, err := dev.NewQP(srvCQ, srvCQ, rxesim.QPConfig{Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: uint32(depth), MaxSendSGE: 1, MaxRecvSGE: 1}})
+	srvQP, err := dev.NewQP(srvCQ, srvCQ, rxesim.QPSpec{Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: uint32(depth), MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.sender, err = dev.NewQP(r.sendCQ, r.sendCQ, rxesim.QPConfig{Cap: uverbs.QPCap{MaxSendWR: 512, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
+	if r.sender, err = dev.NewQP(r.sendCQ, r.sendCQ, rxesim.QPSpec{Cap: uverbs.QPCap{MaxSendWR: 512, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	rxesim.Connect(srvQP, r.sender)

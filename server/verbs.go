@@ -144,7 +144,7 @@ func (d *device) newRCQueue() (r *rcQueue, err error) {
 	if r.cq, err = cq.New(d.ctx, depth, d.ch); err != nil {
 		return r, fmt.Errorf("server: create CQ: %w", err)
 	}
-	r.qp, err = qp.New(d.pd, qp.InitAttr{
+	r.qp, err = qp.New(d.pd, qp.Spec{
 		Type:   qp.RC,
 		SendCQ: r.cq,
 		RecvCQ: r.cq,

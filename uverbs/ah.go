@@ -17,31 +17,13 @@ const (
 	cmdDetachMcast = 31
 )
 
-// ahAttrABI is struct ib_uverbs_ah_attr; its grh is struct
-// ib_uverbs_global_route.
-type ahAttrABI struct {
-	DGID         [16]uint8
-	FlowLabel    uint32
-	SGIDIndex    uint8
-	HopLimit     uint8
-	TrafficClass uint8
-	GRHReserved  uint8
-	DLID         uint16
-	SL           uint8
-	SrcPathBits  uint8
-	StaticRate   uint8
-	IsGlobal     uint8
-	PortNum      uint8
-	Reserved     uint8
-}
-
 // createAHCmd is struct ib_uverbs_create_ah.
 type createAHCmd struct {
 	Response   ptr64
 	UserHandle uint64
 	PDHandle   uint32
 	Reserved   uint32
-	Attr       ahAttrABI
+	Attr       AHAttrABI
 }
 
 // createAHResp is struct ib_uverbs_create_ah_resp; the driver's response
@@ -111,19 +93,7 @@ func (pd *PD) CreateAH(attr AHAttr, driverOut []byte) (*AH, error) {
 	f.req = createAHCmd{
 		Response: resp.ptr(),
 		PDHandle: pd.handle,
-		Attr: ahAttrABI{
-			DGID:         attr.GRH.DGID,
-			FlowLabel:    attr.GRH.FlowLabel,
-			SGIDIndex:    attr.GRH.SGIDIndex,
-			HopLimit:     attr.GRH.HopLimit,
-			TrafficClass: attr.GRH.TrafficClass,
-			DLID:         attr.DLID,
-			SL:           attr.SL,
-			SrcPathBits:  attr.SrcPathBits,
-			StaticRate:   attr.StaticRate,
-			IsGlobal:     b2u8(attr.IsGlobal),
-			PortNum:      attr.PortNum,
-		},
+		Attr:     ahAttrABI(attr),
 	}
 	if err := execWrite(c, verb, cmdCreateAH, &f, &resp, nil, len(driverOut)); err != nil {
 		return nil, err

@@ -8,17 +8,18 @@ import (
 )
 
 // ahAttrGRH names the members of struct ib_uverbs_ah_attr's grh, which
-// ahAttrABI flattens.
+// AHAttrABI flattens, wherever an address vector is nested.
 var ahAttrGRH = map[string]string{
-	"DGID": "grh.dgid", "FlowLabel": "grh.flow_label", "SGIDIndex": "grh.sgid_index",
-	"HopLimit": "grh.hop_limit", "TrafficClass": "grh.traffic_class", "GRHReserved": "grh.reserved",
+	"dgid": "grh.dgid", "flowLabel": "grh.flow_label", "sgidIndex": "grh.sgid_index",
+	"hopLimit": "grh.hop_limit", "trafficClass": "grh.traffic_class", "grhReserved": "grh.reserved",
 }
 
 // The address handle and multicast structs, pinned to the header like the
 // rest (TestABIPinnedToHeaders).
 func init() {
 	pins = append(pins,
-		abicheck.Pin{C: "struct ib_uverbs_ah_attr", Go: of[ahAttrABI](), Rename: ahAttrGRH},
+		abicheck.Pin{C: "struct ib_uverbs_ah_attr", Go: of[AHAttrABI](), Rename: ahAttrGRH},
+		abicheck.Pin{C: "struct ib_uverbs_qp_attr", Go: of[QPAttrABI](), Rename: ahAttrGRH},
 		abicheck.Pin{C: "struct ib_uverbs_create_ah", Go: of[createAHCmd](), Rename: ahAttrGRH},
 		abicheck.Pin{C: "struct ib_uverbs_create_ah_resp", Go: of[createAHResp]()},
 		abicheck.Pin{C: "struct ib_uverbs_destroy_ah", Go: of[destroyAHCmd]()},

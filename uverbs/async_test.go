@@ -27,7 +27,7 @@ func TestAsyncEventResolvesObjects(t *testing.T) {
 	c := &Context{asyncFD: &fileDesc{raw: r}}
 	type userQP struct{ int } // what package qp would wrap the QP in
 	owner := &userQP{}
-	cq, qp, srq := &CQ{}, &QP{init: QPInitAttr{Owner: owner}}, &SRQ{}
+	cq, qp, srq := &CQ{}, &QP{init: QPSpec{Owner: owner}}, &SRQ{}
 	hq := c.events.handle(0)
 	if hq&autoHandle == 0 || c.events.handle(0) == hq || c.events.handle(7) != 7 {
 		t.Fatalf("handle: picked %#x; a given handle must be kept", hq)

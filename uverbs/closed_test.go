@@ -12,9 +12,9 @@ import (
 	"time"
 )
 
-// objectsOf creates one of every object on c's fake command fd, whose
-// all-zero answers give every object handle 0, as the kernel hands a freed
-// handle to the next object of its type.
+// fakeObjects is one of every object on a fake command fd, whose all-zero
+// answers give every object handle 0, as the kernel hands a freed handle
+// to the next object of its type (makeFakeObjects creates them).
 type fakeObjects struct {
 	pd  *PD
 	buf *Buffer
@@ -47,13 +47,13 @@ func makeFakeObjects(t *testing.T, c *Context) fakeObjects {
 	if o.ah, err = o.pd.CreateAH(GlobalAH(GID{15: 1}, 1, 64), nil); err != nil {
 		t.Fatal(err)
 	}
-	if o.cq, err = c.CreateCQ(CQAttr{CQE: 16}, nil); err != nil {
+	if o.cq, err = c.CreateCQ(CQSpec{CQE: 16}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if o.qp, err = o.pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: o.cq, RecvCQ: o.cq}, nil); err != nil {
+	if o.qp, err = o.pd.CreateQP(QPSpec{Type: QPTypeRC, SendCQ: o.cq, RecvCQ: o.cq}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if o.srq, err = o.pd.CreateSRQ(SRQInitAttr{Attr: SRQAttr{MaxWR: 4, MaxSGE: 1}}, nil); err != nil {
+	if o.srq, err = o.pd.CreateSRQ(SRQSpec{Attr: SRQAttr{MaxWR: 4, MaxSGE: 1}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return o
@@ -68,11 +68,11 @@ func closedCalls(o fakeObjects, c *Context) map[string]func() error {
 		"PD.AllocMW":    func() error { _, err := o.pd.AllocMW(MWType1); return err },
 		"PD.CreateAH":   func() error { _, err := o.pd.CreateAH(GlobalAH(GID{15: 1}, 1, 64), nil); return err },
 		"PD.CreateQP": func() error {
-			_, err := o.pd.CreateQP(QPInitAttr{Type: QPTypeRC, SendCQ: o.cq, RecvCQ: o.cq}, nil)
+			_, err := o.pd.CreateQP(QPSpec{Type: QPTypeRC, SendCQ: o.cq, RecvCQ: o.cq}, nil)
 			return err
 		},
 		"PD.CreateSRQ": func() error {
-			_, err := o.pd.CreateSRQ(SRQInitAttr{Attr: SRQAttr{MaxWR: 4, MaxSGE: 1}}, nil)
+			_, err := o.pd.CreateSRQ(SRQSpec{Attr: SRQAttr{MaxWR: 4, MaxSGE: 1}}, nil)
 			return err
 		},
 		"MR.Rereg":            func() error { return o.mr.Rereg(nil, &access) },
@@ -134,7 +134,7 @@ func TestContextClosedSendsNothing(t *testing.T) {
 	calls["Context.QueryGID"] = func() error { _, err := c.QueryGID(1, 1); return err }
 	calls["Context.QueryGIDTable"] = func() error { _, err := c.QueryGIDTable(); return err }
 	calls["Context.AllocPD"] = func() error { _, err := c.AllocPD(); return err }
-	calls["Context.CreateCQ"] = func() error { _, err := c.CreateCQ(CQAttr{CQE: 1}, nil); return err }
+	calls["Context.CreateCQ"] = func() error { _, err := c.CreateCQ(CQSpec{CQE: 1}, nil); return err }
 	calls["Context.CreateCompChannel"] = func() error { _, err := c.CreateCompChannel(); return err }
 	calls["Context.QueryPort"] = func() error { _, err := c.QueryPort(1); return err }
 	calls["Context.QueryDevice"] = func() error { _, err := c.QueryDevice(); return err }

@@ -62,7 +62,7 @@ var errNoCompEvent = &Error{Verb: "read_comp_event", Errno: unix.EAGAIN}
 var errCompEventClosed = closedError("read_comp_event")
 
 // ReadEvent reads one completion event without blocking and returns the
-// user handle of the CQ it is for (CQAttr.UserHandle). With no event queued
+// user handle of the CQ it is for (CQSpec.UserHandle). With no event queued
 // it returns an error wrapping unix.EAGAIN. Every event read must later be
 // accounted for when the CQ is destroyed (see CQ.Close).
 func (ch *CompChannel) ReadEvent() (uint64, error) {

@@ -10,8 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// CQAttr describes a completion queue to create.
-type CQAttr struct {
+// CQSpec describes a completion queue to create.
+type CQSpec struct {
 	CQE        int          // minimum number of entries; the device may round up
 	Channel    *CompChannel // completion channel for events, or nil
 	Vector     int          // completion vector, < Context.NumCompVectors
@@ -42,7 +42,7 @@ type CQ struct {
 // the driver's response (for rdma_rxe a struct rxe_create_cq_resp with the
 // ring's mmap offset and size); its length is what the driver expects, a
 // multiple of 4 bytes.
-func (c *Context) CreateCQ(attr CQAttr, driverOut []byte) (*CQ, error) {
+func (c *Context) CreateCQ(attr CQSpec, driverOut []byte) (*CQ, error) {
 	const verb = "create_cq"
 	if attr.CQE <= 0 || attr.CQE > math.MaxInt32 || attr.Vector < 0 || attr.Vector > math.MaxInt32 {
 		return nil, fmt.Errorf("uverbs: %s: cqe %d, vector %d: %w", verb, attr.CQE, attr.Vector, unix.EINVAL)
@@ -71,7 +71,7 @@ func (c *Context) CreateCQ(attr CQAttr, driverOut []byte) (*CQ, error) {
 
 // createCQ sends the ioctl, as libibverbs 44 does, and the write() command
 // only when the kernel lacks the method.
-func (c *Context) createCQ(attr CQAttr, driverOut []byte) (createCQResp, error) {
+func (c *Context) createCQ(attr CQSpec, driverOut []byte) (createCQResp, error) {
 	const verb = "create_cq"
 	var (
 		cqe    uint32
@@ -113,7 +113,7 @@ func (c *Context) createCQ(attr CQAttr, driverOut []byte) (createCQResp, error) 
 // count, the CQE count asked, the user handle, the completion channel if
 // any, the vector, and the async event fd, optional so that kernels before
 // it existed accept the command. All others are mandatory.
-func createCQIoctl(driverID uint32, attr CQAttr, asyncFD int, cqe *uint32, driverOut []byte) (*ioctlBuf, *ioctlAttr) {
+func createCQIoctl(driverID uint32, attr CQSpec, asyncFD int, cqe *uint32, driverOut []byte) (*ioctlBuf, *ioctlAttr) {
 	b := newIoctl(objectCQ, methodCQCreate, driverID)
 	handle := b.objIn(attrCreateCQHandle, 0)
 	b.ptrOut(attrCreateCQRespCQE, unsafe.Pointer(cqe), int(unsafe.Sizeof(*cqe)))

@@ -31,15 +31,38 @@
 // # Provider API
 //
 // Providers only; applications use packages cq and qp. [CQ], [QP], [SRQ],
-// [CompChannel] and [AH], their attributes ([CQAttr], [QPInitAttr],
-// [QPAttr], [QPAttrMask], [QPCap], [QPState], [QPType], [SRQInitAttr],
-// [SRQAttr], [AHAttr], [GlobalRoute]) and [Context.Mmap] are the kernel
+// [CompChannel] and [AH], their blueprints and attributes ([CQSpec], [QPSpec],
+// [QPAttr], [QPAttrMask], [QPCap], [QPState], [QPType], [SRQSpec],
+// [SRQAttr], [AHAttr], [GlobalRoute]), the raw attribute structs the RDMA
+// CM ABI shares ([AHAttrABI], [QPAttrABI]) and [Context.Mmap] are the kernel
 // objects beneath cq and qp, the way libibverbs installs driver.h for its
 // providers. Queue memory (the rings a provider such as rdma_rxe maps) is
 // not handled here: a provider passes its driver-specific response buffer
 // to CreateCQ/CreateQP and maps the rings with [Context.Mmap]. Nothing an
 // application needs returns one of these: async events report the cq and
 // qp objects ([AsyncEvent.Object], set through the attributes' Owner).
+//
+// # Names of parameter structs
+//
+// Every pureverbs package names a struct of parameters by its kind, one
+// word a kind:
+//   - Spec: the blueprint a create call takes ([QPSpec], [CQSpec],
+//     [SRQSpec]; qp.Spec, qp.AHSpec) or what one request does
+//     (qp.FlushSpec).
+//   - Attr: the attributes of an existing object as the verbs define
+//     them, what a query reports and a modify takes ([DeviceAttr],
+//     [PortAttr], [QPAttr], [AHAttr], [SRQAttr]; qp.Attr); a struct the
+//     verbs name otherwise keeps that name ([QPCap], qp.Cap). An ABI
+//     suffix marks the kernel's raw layout of one ([AHAttrABI],
+//     [QPAttrABI]).
+//   - Params: the required arguments of one operation on an existing
+//     object: a state transition (qp.InitParams, RTRParams, RTSParams) or
+//     a bind (qp.MWBindParams).
+//   - Options: optional knobs whose zero value works ([BufferOptions];
+//     qp.ConnectOptions, qp.UDOptions, rdmacm.Options, rsocket.Options,
+//     server.ServeOptions, server.CMOptions).
+//   - Config: the whole configuration of a long-running service, made by a
+//     Default function and then edited (server.Config, netpoll.Config).
 //
 // # Ownership
 //

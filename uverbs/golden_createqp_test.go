@@ -21,7 +21,7 @@ func TestGoldenCreateQPIoctl(t *testing.T) {
 		qpn uint32
 	)
 	drv := make([]byte, 32)
-	attr := QPInitAttr{Type: QPTypeRC, SendCQ: &CQ{handle: 3}, RecvCQ: &CQ{handle: 4}, SigAll: true, UserHandle: 0x1122334455667788}
+	attr := QPSpec{Type: QPTypeRC, SendCQ: &CQ{handle: 3}, RecvCQ: &CQ{handle: 4}, SigAll: true, UserHandle: 0x1122334455667788}
 	b, handle := createQPIoctl(uint32(DriverRXE), 6, attr, 20, &cp, &qpn, drv)
 	defer b.pin.Unpin()
 	if handle != &b.attrs[3] {
@@ -64,7 +64,7 @@ func TestGoldenCreateQPIoctl(t *testing.T) {
 // When the ioctl answers ENOTTY, create_qp sends exactly the write()
 // command it sends without a driver id.
 func TestCreateQPFallbackToWrite(t *testing.T) {
-	attr := QPInitAttr{Type: QPTypeRC, SendCQ: &CQ{handle: 3}, RecvCQ: &CQ{handle: 4}, SigAll: true, UserHandle: 0x1122334455667788,
+	attr := QPSpec{Type: QPTypeRC, SendCQ: &CQ{handle: 3}, RecvCQ: &CQ{handle: 4}, SigAll: true, UserHandle: 0x1122334455667788,
 		Cap: QPCap{MaxSendWR: 1, MaxRecvWR: 2, MaxSendSGE: 3, MaxRecvSGE: 4, MaxInlineData: 5}}
 	var cmds [2][]byte
 	for i, id := range []DriverID{DriverUnknown, DriverRXE} {

@@ -53,7 +53,7 @@ func TestGoldenCreateCQIoctl(t *testing.T) {
 	const rxe = 14
 	var cqe uint32
 	drv := make([]byte, 16)
-	attr := CQAttr{CQE: 256, Vector: 2, UserHandle: 0x1122334455667788, Channel: &CompChannel{fd: &fileDesc{raw: 21}}}
+	attr := CQSpec{CQE: 256, Vector: 2, UserHandle: 0x1122334455667788, Channel: &CompChannel{fd: &fileDesc{raw: 21}}}
 	b, handle := createCQIoctl(uint32(DriverRXE), attr, 20, &cqe, drv)
 	defer b.pin.Unpin()
 	if handle != &b.attrs[0] {
@@ -73,7 +73,7 @@ func TestGoldenCreateCQIoctl(t *testing.T) {
 
 	// Without a channel, an async fd or driver data those attributes are
 	// left out, as libibverbs leaves out fd attributes of -1.
-	b, _ = createCQIoctl(uint32(DriverRXE), CQAttr{CQE: 1}, -1, &cqe, nil)
+	b, _ = createCQIoctl(uint32(DriverRXE), CQSpec{CQE: 1}, -1, &cqe, nil)
 	defer b.pin.Unpin()
 	want = append([]byte(nil), hdrBytes(24+5*16, 3, 0, 5, rxe)...)
 	want = append(want, attrBytes(0, 0, 1, 0)...)
@@ -92,7 +92,7 @@ func TestIoctlFallbackToWrite(t *testing.T) {
 	c, read := fakeContext(t)
 	c.driverID = DriverRXE
 	drv := make([]byte, 16)
-	cq, err := c.CreateCQ(CQAttr{CQE: 256, UserHandle: 0x1122334455667788}, drv)
+	cq, err := c.CreateCQ(CQSpec{CQE: 256, UserHandle: 0x1122334455667788}, drv)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func TestGoldenWriteCommands(t *testing.T) {
 
 	// CQ with a 16-byte driver response (struct rxe_create_cq_resp).
 	drv := make([]byte, 16)
-	cq, err := c.CreateCQ(CQAttr{CQE: 256, Vector: 0, UserHandle: 0x1122334455667788}, drv)
+	cq, err := c.CreateCQ(CQSpec{CQE: 256, Vector: 0, UserHandle: 0x1122334455667788}, drv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestGoldenWriteCommands(t *testing.T) {
 	read()
 	pd.handle = 3
 	qpDrv := make([]byte, 32) // struct rxe_create_qp_resp
-	qp, err := pd.CreateQP(QPInitAttr{
+	qp, err := pd.CreateQP(QPSpec{
 		Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, SigAll: true, UserHandle: 42,
 		Cap: QPCap{MaxSendWR: 64, MaxRecvWR: 128, MaxSendSGE: 2, MaxRecvSGE: 3, MaxInlineData: 256},
 	}, qpDrv)

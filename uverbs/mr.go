@@ -1,6 +1,7 @@
 package uverbs
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -222,4 +223,59 @@ func deregMRIoctl(driverID, handle uint32) *ioctlBuf {
 // AccessZeroBased, iova is 0.
 func (pd *PD) RegisterMRIOVA(b *Buffer, off, length int, iova uint64, access Access) (*MR, error) {
 	return pd.registerMR(b, off, length, iova, access)
+}
+
+// Rereg moves the region to another protection domain (pd non-nil) and/or
+// gives it new access flags (access non-nil), keeping its memory
+// (IB_USER_VERBS_CMD_REREG_MR with IB_MR_REREG_PD / IB_MR_REREG_ACCESS, as
+// ibv_rereg_mr). The lkey and rkey may change: take them again afterwards.
+// It must not run while the region is used to build SGEs. rdma_rxe has it
+// from Linux 6.5 on (HaveReregMR tells); before, the error holds a
+// *FeatureError and matches ErrNotSupported.
+func (mr *MR) Rereg(pd *PD, access *Access) error {
+	const verb = "rereg_mr"
+	if !mr.gate.enter() {
+		return closedError(verb)
+	}
+	defer mr.gate.leave()
+	if pd != nil {
+		if !pd.gate.enter() {
+			return closedError(verb)
+		}
+		defer pd.gate.leave()
+	}
+	var flags uint32
+	f := writeFrame[reregMRCmd]{}
+	var resp respFrame[reregMRResp]
+	f.req = reregMRCmd{Response: resp.ptr(), MRHandle: mr.handle}
+	if pd != nil {
+		if pd.ctx != mr.pd.ctx {
+			return fmt.Errorf("uverbs: rereg_mr: the PD belongs to another context: %w", unix.EINVAL)
+		}
+		flags |= reregPD
+		f.req.PDHandle = pd.handle
+	}
+	if access != nil {
+		if err := checkMRAccess(*access); err != nil {
+			return err
+		}
+		flags |= reregAccess
+		f.req.AccessFlags = uint32(*access)
+	}
+	if flags == 0 {
+		return nil
+	}
+	f.req.Flags = flags
+	err := execWrite(mr.pd.ctx, "rereg_mr", cmdReregMR, &f, &resp, nil, 0)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		return fmt.Errorf("%w: %w", err, &FeatureError{Feature: "rereg_mr", Device: mr.pd.ctx.Device().Name, Since: reregSince})
+	}
+	if err != nil {
+		return err
+	}
+	if pd != nil {
+		mr.pd = pd
+	}
+	mr.lkey, mr.rkey = resp.resp.LKey, resp.resp.RKey
+	return nil
 }

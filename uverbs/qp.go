@@ -8,8 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// QPInitAttr describes a queue pair to create.
-type QPInitAttr struct {
+// QPSpec describes a queue pair to create.
+type QPSpec struct {
 	Type       QPType
 	SendCQ     *CQ
 	RecvCQ     *CQ
@@ -33,7 +33,7 @@ type QP struct {
 	pd     *PD
 	handle uint32
 	num    uint32
-	init   QPInitAttr  // Cap as granted
+	init   QPSpec      // Cap as granted
 	groups mcastGroups // multicast groups attached, detached before destroy
 	kid    *child
 	gate   gate
@@ -44,7 +44,7 @@ type QP struct {
 // IB_USER_VERBS_CMD_CREATE_QP on a kernel without it). driverOut receives
 // the driver's response (for rdma_rxe a struct rxe_create_qp_resp with the
 // mmap offsets and sizes of both rings).
-func (pd *PD) CreateQP(attr QPInitAttr, driverOut []byte) (*QP, error) {
+func (pd *PD) CreateQP(attr QPSpec, driverOut []byte) (*QP, error) {
 	const verb = "create_qp"
 	if attr.SendCQ == nil || attr.RecvCQ == nil {
 		return nil, fmt.Errorf("uverbs: %s: send and receive CQ are required: %w", verb, unix.EINVAL)
@@ -123,7 +123,7 @@ func (pd *PD) CreateQP(attr QPInitAttr, driverOut []byte) (*QP, error) {
 // SigAll sets one, the SRQ handle when there is an SRQ, the caps granted (cp again, out) and the QP number; then
 // librxe's driver response as UVERBS_ATTR_UHW_OUT, last. Every attribute is
 // mandatory.
-func createQPIoctl(driverID, pdHandle uint32, attr QPInitAttr, asyncFD int, cp *QPCap, qpn *uint32, driverOut []byte) (*ioctlBuf, *ioctlAttr) {
+func createQPIoctl(driverID, pdHandle uint32, attr QPSpec, asyncFD int, cp *QPCap, qpn *uint32, driverOut []byte) (*ioctlBuf, *ioctlAttr) {
 	b := newIoctl(objectQP, methodQPCreate, driverID)
 	b.objIn(attrCreateQPPDHandle, pdHandle)
 	b.objIn(attrCreateQPSendCQ, attr.SendCQ.handle)
@@ -180,8 +180,8 @@ func (qp *QP) Handle() uint32 { return qp.handle }
 // Cap returns the capacity the device granted (at least what was asked).
 func (qp *QP) Cap() QPCap { return qp.init.Cap }
 
-// InitAttr returns the creation attributes, with Cap as granted.
-func (qp *QP) InitAttr() QPInitAttr { return qp.init }
+// Spec returns the creation attributes, with Cap as granted.
+func (qp *QP) Spec() QPSpec { return qp.init }
 
 // Modify changes the attributes mask selects (IB_USER_VERBS_CMD_MODIFY_QP),
 // e.g. the RESET→INIT→RTR→RTS transitions. For RoCE the address vector needs
@@ -201,16 +201,16 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 
 // Query returns the QP's current attributes (IB_USER_VERBS_CMD_QUERY_QP);
 // mask says which the caller wants, though the kernel fills in all it knows.
-func (qp *QP) Query(mask QPAttrMask) (QPAttr, QPInitAttr, error) {
+func (qp *QP) Query(mask QPAttrMask) (QPAttr, QPSpec, error) {
 	if !qp.gate.enter() {
-		return QPAttr{}, QPInitAttr{}, closedError("query_qp")
+		return QPAttr{}, QPSpec{}, closedError("query_qp")
 	}
 	defer qp.gate.leave()
 	var resp respFrame[queryQPResp]
 	var f writeFrame[queryQPCmd]
 	f.req = queryQPCmd{Response: resp.ptr(), QPHandle: qp.handle, AttrMask: uint32(mask)}
 	if err := execWrite(qp.pd.ctx, "query_qp", cmdQueryQP, &f, &resp, nil, 0); err != nil {
-		return QPAttr{}, QPInitAttr{}, err
+		return QPAttr{}, QPSpec{}, err
 	}
 	attr := qpAttrFrom(&resp.resp)
 	init := qp.init

@@ -30,8 +30,8 @@ const (
 	SRQLimit SRQAttrMask = 1 << 1 // IBV_SRQ_LIMIT: arm the limit event
 )
 
-// SRQInitAttr describes a shared receive queue to create.
-type SRQInitAttr struct {
+// SRQSpec describes a shared receive queue to create.
+type SRQSpec struct {
 	Attr SRQAttr
 	// UserHandle is reported with the SRQ's async events; 0 lets the
 	// Context choose one of its own, unique among its SRQs.
@@ -61,7 +61,7 @@ type SRQ struct {
 // CreateSRQ creates a shared receive queue (IB_USER_VERBS_CMD_CREATE_SRQ).
 // driverOut receives the driver's response (for rdma_rxe a struct
 // rxe_create_srq_resp: the ring's mmap offset and size, and the SRQ number).
-func (pd *PD) CreateSRQ(attr SRQInitAttr, driverOut []byte) (*SRQ, error) {
+func (pd *PD) CreateSRQ(attr SRQSpec, driverOut []byte) (*SRQ, error) {
 	const verb = "create_srq"
 	if attr.Attr.MaxWR == 0 || attr.Attr.MaxWR > math.MaxInt32 {
 		return nil, fmt.Errorf("uverbs: %s: max_wr %d: %w", verb, attr.Attr.MaxWR, unix.EINVAL)

@@ -55,7 +55,7 @@ func openEnd(e topology.Endpoint) (*end, error) {
 	if x.cq, err = cq.New(x.ctx, 16, nil); err != nil {
 		return x, err
 	}
-	x.qp, err = qp.New(x.pd, qp.InitAttr{Type: qp.RC, SendCQ: x.cq, RecvCQ: x.cq,
+	x.qp, err = qp.New(x.pd, qp.Spec{Type: qp.RC, SendCQ: x.cq, RecvCQ: x.cq,
 		Cap: qp.Cap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	return x, err
 }

@@ -280,7 +280,7 @@ func (c *Conn) build(o *Options, typ qp.Type) error {
 	if c.cq, err = cq.New(ctx, cqe, c.compCh); err != nil {
 		return err
 	}
-	c.q, err = qp.New(c.pd, qp.InitAttr{Type: typ, SendCQ: c.cq, RecvCQ: c.cq, Cap: capa, SigAll: o.SigAll})
+	c.q, err = qp.New(c.pd, qp.Spec{Type: typ, SendCQ: c.cq, RecvCQ: c.cq, Cap: capa, SigAll: o.SigAll})
 	return err
 }
 
@@ -311,17 +311,7 @@ func initQPAttr(ch *ucma.Channel, id uint32, state qp.State) (qp.Attr, qp.AttrMa
 	if err != nil {
 		return qp.Attr{}, 0, err
 	}
-	return qp.Attr{
-		State: qp.State(v.State), CurState: qp.State(v.CurState),
-		PathMTU: v.PathMTU, PathMigState: v.PathMigState,
-		QKey: v.QKey, RQPSN: v.RQPSN, SQPSN: v.SQPSN, DestQPNum: v.DestQPNum,
-		AccessFlags: v.AccessFlags, Cap: qp.Cap(v.Cap),
-		AH: v.AH, AltAH: v.AltAH, PKeyIndex: v.PKeyIndex, AltPKeyIndex: v.AltPKeyIndex,
-		EnSQDAsyncNotify: v.EnSQDAsyncNotify, SQDraining: v.SQDraining,
-		MaxRdAtomic: v.MaxRdAtomic, MaxDestRdAtomic: v.MaxDestRdAtomic, MinRNRTimer: v.MinRNRTimer,
-		PortNum: v.PortNum, Timeout: v.Timeout, RetryCnt: v.RetryCnt, RNRRetry: v.RNRRetry,
-		AltPortNum: v.AltPortNum, AltTimeout: v.AltTimeout,
-	}, qp.AttrMask(mask), nil
+	return qp.AttrFromVerbs(&v), qp.AttrMask(mask), nil
 }
 
 // connParam is this side's connect or accept parameters.

@@ -82,8 +82,6 @@ func dialID(ctx context.Context, dst netip.AddrPort, o *Options, ps ucma.PortSpa
 	return c, nil
 }
 
-// resolveID creates the id on a channel of its own, resolves dst and its
-// route, and takes a hold of the device the route uses.
 // privateDataLimit is what the active side's request carries: a REQ, or
 // a SIDR REQ in the UDP port space.
 func privateDataLimit(udp bool) int {
@@ -93,6 +91,8 @@ func privateDataLimit(udp bool) int {
 	return MaxPrivateDataREQ
 }
 
+// resolveID creates the id on a channel of its own, resolves dst and its
+// route, and takes a hold of the device the route uses.
 func resolveID(ctx context.Context, dst netip.AddrPort, o *Options, ps ucma.PortSpace, typ qp.Type) (_ *Conn, err error) {
 	addr := dst.String()
 	if maxData := privateDataLimit(ps == ucma.PortSpaceUDP); len(o.PrivateData) > maxData {

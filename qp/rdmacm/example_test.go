@@ -161,7 +161,7 @@ func ExampleResolve() {
 	var qps []*qp.QP
 	var conns []*rdmacm.Conn
 	for i, rt := range routes {
-		q, err := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: shared, RecvCQ: shared,
+		q, err := qp.New(pd, qp.Spec{Type: qp.RC, SendCQ: shared, RecvCQ: shared,
 			Cap: qp.Cap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		if err != nil {
 			log.Fatal(err)
@@ -245,7 +245,7 @@ func ExampleResolveUD() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	q, err := qp.New(pd, qp.InitAttr{Type: qp.UD, SendCQ: scq, RecvCQ: scq})
+	q, err := qp.New(pd, qp.Spec{Type: qp.UD, SendCQ: scq, RecvCQ: scq})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -95,7 +95,7 @@ func (c *Conn) connectUD(ctx context.Context, o *Options) error {
 	if err != nil {
 		return fmt.Errorf("rdmacm: dial %s: the SIDR reply's source GID: %w", addr, err)
 	}
-	c.ah, err = qp.NewAH(c.q.PD(), qp.AHParams{DGID: g.DGID, SGID: sgid, HopLimit: g.HopLimit,
+	c.ah, err = qp.NewAH(c.q.PD(), qp.AHSpec{DGID: g.DGID, SGID: sgid, HopLimit: g.HopLimit,
 		Port: port, TrafficClass: g.TrafficClass, FlowLabel: g.FlowLabel, SL: c.ud.AH.SL})
 	if err != nil {
 		return fmt.Errorf("rdmacm: dial %s: address handle from the SIDR reply: %w", addr, err)

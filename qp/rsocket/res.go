@@ -60,7 +60,7 @@ func newRes(ctx *uverbs.Context, s sizes) (_ *res, err error) {
 	if r.cq, err = cq.New(ctx, s.sq+s.rq, r.ch); err != nil {
 		return nil, err
 	}
-	r.q, err = qp.New(r.pd, qp.InitAttr{
+	r.q, err = qp.New(r.pd, qp.Spec{
 		Type: qp.RC, SendCQ: r.cq, RecvCQ: r.cq, SigAll: true,
 		Cap: qp.Cap{MaxSendWR: uint32(s.sq), MaxRecvWR: uint32(s.rq), MaxSendSGE: 2, MaxRecvSGE: 1, MaxInlineData: uint32(s.inline)},
 	})

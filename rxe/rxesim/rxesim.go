@@ -113,8 +113,8 @@ func (c *CQ) push(wc *rxe.WC) bool {
 // room is how many completions the CQ can still take.
 func (c *CQ) room() int { return c.ring.Room(c.prod, c.ring.Consumer()) }
 
-// QPConfig sizes a simulated queue pair.
-type QPConfig struct {
+// QPSpec sizes a simulated queue pair.
+type QPSpec struct {
 	// Cap is the caps the simulated kernel grants; the rings get at
 	// least MaxSendWR and MaxRecvWR slots (at least one each).
 	Cap    uverbs.QPCap
@@ -142,7 +142,7 @@ type QP struct {
 
 // NewQP creates a queue pair whose send slots hold cfg.Limits (at least one
 // SGE), like rxe_qp_init_req sizes them.
-func (d *Device) NewQP(sendCQ, recvCQ *CQ, cfg QPConfig) (*QP, error) {
+func (d *Device) NewQP(sendCQ, recvCQ *CQ, cfg QPSpec) (*QP, error) {
 	lim := cfg.Cap
 	sendRoom := max(int(lim.MaxSendSGE)*int(unsafe.Sizeof(rxe.SGE{})), int(lim.MaxInlineData), 16)
 	recvRoom := max(int(lim.MaxRecvSGE), 1) * int(unsafe.Sizeof(rxe.SGE{}))

@@ -27,7 +27,7 @@ func newPair(t testing.TB, sigAll bool) *pair {
 	if p.cqB, err = p.dev.NewCQ(63); err != nil {
 		t.Fatal(err)
 	}
-	cfg := QPConfig{Cap: uverbs.QPCap{MaxSendWR: 31, MaxRecvWR: 31, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}, SigAll: sigAll}
+	cfg := QPSpec{Cap: uverbs.QPCap{MaxSendWR: 31, MaxRecvWR: 31, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInlineData: 64}, SigAll: sigAll}
 	if p.a, err = p.dev.NewQP(p.cqA, p.cqA, cfg); err != nil {
 		t.Fatal(err)
 	}

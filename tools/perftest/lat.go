@@ -88,7 +88,7 @@ func (l *latRun) stallError(what string, n int) error {
 	return fmt.Errorf("%w for %v: %s %d of %d (does the peer run with the same parameters, -s, -n, -c?)", errStall, stallLimit, what, n, l.iters)
 }
 
-// timedOut says a timed run has ended.
+// ended says a timed run has ended.
 func (l *latRun) ended() bool { return l.clock != nil && l.clock.current() == stateEnd }
 
 // more says whether a counter has iterations left (always in a timed run

@@ -240,7 +240,7 @@ func newEnd(o *options, d *device, on *uverbs.Context, cycle, line, mtu int) (e 
 	}
 	e.qps = make([]*qp.QP, n)
 	for i := range n {
-		e.qps[i], err = qp.New(e.pd, qp.InitAttr{
+		e.qps[i], err = qp.New(e.pd, qp.Spec{
 			Type: o.conn, SendCQ: e.sendCQ, RecvCQ: e.recvCQ,
 			Cap: qp.Cap{MaxSendWR: uint32(tx), MaxRecvWR: uint32(rx), MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: uint32(max(o.inline, 0))},
 		})
@@ -344,7 +344,7 @@ func (e *end) connect(my, rem []dest) error {
 // newAH adds the address handle of a UD QP towards the peer's GID.
 func (e *end) newAH(rem dest) error {
 	o := e.o
-	ah, err := qp.NewAH(e.pd, qp.AHParams{DGID: rem.gid, SGID: e.gid, HopLimit: 0xff, Port: o.ibPort, TrafficClass: o.tclass, SL: o.sl})
+	ah, err := qp.NewAH(e.pd, qp.AHSpec{DGID: rem.gid, SGID: e.gid, HopLimit: 0xff, Port: o.ibPort, TrafficClass: o.tclass, SL: o.sl})
 	if err != nil {
 		return fmt.Errorf("Failed to create AH for UD: %w", err)
 	}

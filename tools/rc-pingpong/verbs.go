@@ -24,7 +24,7 @@ func openEndpoint(o *options) (*endpoint, error) {
 	if o.odp {
 		access |= uverbs.AccessOnDemand
 	}
-	p := pp.ConnectedParams{Device: o.ibDev, Port: o.ibPort, GIDIndex: o.gidIndex, Size: o.size,
+	p := pp.ConnectedSpec{Device: o.ibDev, Port: o.ibPort, GIDIndex: o.gidIndex, Size: o.size,
 		RxDepth: o.rxDepth, Events: o.events, Type: qp.RC, Access: access}
 	if o.ts {
 		p.CheckDevice = func(ctx *uverbs.Context) error {

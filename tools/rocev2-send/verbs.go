@@ -64,7 +64,7 @@ func openSender(o *options) (s *sender, err error) {
 	if s.cq, err = cq.New(s.ctx, o.depth+1, nil); err != nil {
 		return s, err
 	}
-	s.qp, err = qp.New(s.pd, qp.InitAttr{Type: qp.RC, SendCQ: s.cq, RecvCQ: s.cq,
+	s.qp, err = qp.New(s.pd, qp.Spec{Type: qp.RC, SendCQ: s.cq, RecvCQ: s.cq,
 		Cap: qp.Cap{MaxSendWR: uint32(o.depth), MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		return s, err

@@ -461,7 +461,7 @@ func (r *rping) buildOwnQP(dev *uverbs.Context) error {
 		return err
 	}
 	r.own = append([]io.Closer{ccq}, r.own...)
-	q, err := qp.New(pd, qp.InitAttr{Type: qp.RC, SendCQ: ccq, RecvCQ: ccq, Cap: qp.Cap{MaxSendWR: sqDepth, MaxRecvWR: rqDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	q, err := qp.New(pd, qp.Spec{Type: qp.RC, SendCQ: ccq, RecvCQ: ccq, Cap: qp.Cap{MaxSendWR: sqDepth, MaxRecvWR: rqDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		r.closeOwn(nil)
 		return err

@@ -83,7 +83,7 @@ func openEndpoint(o *options) (e *endpoint, err error) {
 	e.recv[0] = qp.RecvWR{ID: pp.RecvWRID, SGEs: e.sge[:]}
 	e.send[0] = qp.SendWR{ID: pp.SendWRID, Opcode: qp.Send, Flags: qp.Signaled, SGEs: e.sge[:]}
 	for i := range o.numQP {
-		q, err := qp.New(e.pd, qp.InitAttr{Type: qp.RC, SendCQ: e.cq, RecvCQ: e.cq, SRQ: e.srq, Cap: qp.Cap{MaxSendWR: 1, MaxSendSGE: 1}})
+		q, err := qp.New(e.pd, qp.Spec{Type: qp.RC, SendCQ: e.cq, RecvCQ: e.cq, SRQ: e.srq, Cap: qp.Cap{MaxSendWR: 1, MaxSendSGE: 1}})
 		if err != nil {
 			return e, fmt.Errorf("Couldn't create QP[%d]: %w", i, err)
 		}

@@ -17,7 +17,7 @@ type endpoint struct {
 
 // openEndpoint makes the end with a UC QP.
 func openEndpoint(o *options) (*endpoint, error) {
-	e, err := pp.OpenConnected(pp.ConnectedParams{Device: o.ibDev, Port: o.ibPort, GIDIndex: o.gidIndex,
+	e, err := pp.OpenConnected(pp.ConnectedSpec{Device: o.ibDev, Port: o.ibPort, GIDIndex: o.gidIndex,
 		Size: o.size, RxDepth: o.rxDepth, Events: o.events, Type: qp.UC, Access: uverbs.AccessLocalWrite})
 	if err != nil {
 		return nil, err

@@ -82,7 +82,7 @@ func openEndpoint(o *options) (e *endpoint, err error) {
 	if e.CQ, err = cq.New(e.Ctx, o.rxDepth+1, e.Ch); err != nil {
 		return e, fmt.Errorf("Couldn't create CQ: %w", err)
 	}
-	e.QP, err = qp.New(e.PD, qp.InitAttr{
+	e.QP, err = qp.New(e.PD, qp.Spec{
 		Type:   qp.UD,
 		SendCQ: e.CQ,
 		RecvCQ: e.CQ,
@@ -148,7 +148,7 @@ func (e *endpoint) connect(remote pp.Dest, myPSN uint32) error {
 	if err != nil {
 		return fmt.Errorf("Failed to create AH: local gid index %d: %w", e.o.gidIndex, err)
 	}
-	ah, err := qp.NewAH(e.PD, qp.AHParams{DGID: remote.GID, SGID: sgid, HopLimit: hopLimit, Port: e.o.ibPort, SL: e.o.sl})
+	ah, err := qp.NewAH(e.PD, qp.AHSpec{DGID: remote.GID, SGID: sgid, HopLimit: hopLimit, Port: e.o.ibPort, SL: e.o.sl})
 	if err != nil {
 		return fmt.Errorf("Failed to create AH: %w", err)
 	}

@@ -46,8 +46,8 @@ func checkOutcome(t *testing.T, headers []string, pins []Pin) *outcome {
 	return o
 }
 
-// oldHeader is a uapi header from before its struct grew the member the
-// Go type mirrors.
+// grown is a Go type with a member that the test's old header
+// (rdma/old.h) lacks: the header is from before its struct grew it.
 type grown struct {
 	A uint32
 	B uint32

@@ -1,5 +1,7 @@
 package ucma
 
+import "github.com/pureverbs/pureverbs/uverbs"
+
 // Raw structs of the RDMA CM user interface, <rdma/rdma_user_cm.h> (ABI 4):
 // commands written to /dev/infiniband/rdma_cm as a header followed by the
 // command's struct. Field names follow the C names. Every struct is pinned
@@ -56,24 +58,6 @@ const sizeofSockaddrStorage = 128
 // struct here that holds one places it at a multiple of 8 already, which
 // the layout test checks.
 type sockaddrStorage [sizeofSockaddrStorage]byte
-
-// ahAttrABI is struct ib_uverbs_ah_attr (the address vector of INIT_QP_ATTR
-// and of UD events); its grh is struct ib_uverbs_global_route.
-type ahAttrABI struct {
-	DGID         [16]uint8
-	FlowLabel    uint32
-	SGIDIndex    uint8
-	HopLimit     uint8
-	TrafficClass uint8
-	GRHReserved  uint8
-	DLID         uint16
-	SL           uint8
-	SrcPathBits  uint8
-	StaticRate   uint8
-	IsGlobal     uint8
-	PortNum      uint8
-	Reserved     uint8
-}
 
 // ucmaCmdHdr is struct rdma_ucm_cmd_hdr: In is the size of the command
 // struct that follows, Out the size of the response the kernel may write.
@@ -200,7 +184,7 @@ type ucmaConnParam struct {
 type ucmaUDParam struct {
 	QPNum          uint32
 	QKey           uint32
-	AHAttr         ahAttrABI
+	AHAttr         uverbs.AHAttrABI
 	PrivateData    [ucmaMaxPrivateData]uint8
 	PrivateDataLen uint8
 	Reserved       [7]uint8
@@ -254,41 +238,6 @@ type ucmaInitQPAttr struct {
 	Response ptr64
 	ID       uint32
 	QPState  uint32
-}
-
-// ucmaQPAttr is struct ib_uverbs_qp_attr, INIT_QP_ATTR's response.
-type ucmaQPAttr struct {
-	QPAttrMask       uint32
-	QPState          uint32
-	CurQPState       uint32
-	PathMTU          uint32
-	PathMigState     uint32
-	QKey             uint32
-	RQPSN            uint32
-	SQPSN            uint32
-	DestQPNum        uint32
-	QPAccessFlags    uint32
-	AHAttr           ahAttrABI
-	AltAHAttr        ahAttrABI
-	MaxSendWR        uint32
-	MaxRecvWR        uint32
-	MaxSendSGE       uint32
-	MaxRecvSGE       uint32
-	MaxInlineData    uint32
-	PKeyIndex        uint16
-	AltPKeyIndex     uint16
-	EnSQDAsyncNotify uint8
-	SQDraining       uint8
-	MaxRdAtomic      uint8
-	MaxDestRdAtomic  uint8
-	MinRNRTimer      uint8
-	PortNum          uint8
-	Timeout          uint8
-	RetryCnt         uint8
-	RNRRetry         uint8
-	AltPortNum       uint8
-	AltTimeout       uint8
-	Reserved         [5]uint8
 }
 
 // ucmaNotify is struct rdma_ucm_notify.

@@ -349,60 +349,13 @@ func (ch *Channel) Disconnect(id uint32) error {
 // them. The mask says which fields to apply; bits beyond what MODIFY_QP
 // takes are returned as the kernel gave them.
 func (ch *Channel) InitQPAttr(id uint32, state uverbs.QPState) (uverbs.QPAttr, uverbs.QPAttrMask, error) {
-	var resp ucmaQPAttr
+	var resp uverbs.QPAttrABI
 	cmd := ucmaInitQPAttr{Response: ptr64{unsafe.Pointer(&resp)}, ID: id, QPState: uint32(state)}
 	if err := ucmaWrite(ch, "rdma_init_qp_attr", ucmaCmdInitQPAttr, &cmd, unsafe.Sizeof(resp)); err != nil {
 		return uverbs.QPAttr{}, 0, err
 	}
-	return qpAttrFromCM(&resp), uverbs.QPAttrMask(resp.QPAttrMask), nil
-}
-
-func qpAttrFromCM(r *ucmaQPAttr) uverbs.QPAttr {
-	return uverbs.QPAttr{
-		State:            uverbs.QPState(r.QPState),
-		CurState:         uverbs.QPState(r.CurQPState),
-		PathMTU:          uverbs.MTU(r.PathMTU),
-		PathMigState:     uverbs.MigState(r.PathMigState),
-		QKey:             r.QKey,
-		RQPSN:            r.RQPSN,
-		SQPSN:            r.SQPSN,
-		DestQPNum:        r.DestQPNum,
-		AccessFlags:      uverbs.Access(r.QPAccessFlags),
-		Cap:              uverbs.QPCap{MaxSendWR: r.MaxSendWR, MaxRecvWR: r.MaxRecvWR, MaxSendSGE: r.MaxSendSGE, MaxRecvSGE: r.MaxRecvSGE, MaxInlineData: r.MaxInlineData},
-		AH:               ahFromABI(&r.AHAttr),
-		AltAH:            ahFromABI(&r.AltAHAttr),
-		PKeyIndex:        r.PKeyIndex,
-		AltPKeyIndex:     r.AltPKeyIndex,
-		EnSQDAsyncNotify: r.EnSQDAsyncNotify != 0,
-		SQDraining:       r.SQDraining != 0,
-		MaxRdAtomic:      r.MaxRdAtomic,
-		MaxDestRdAtomic:  r.MaxDestRdAtomic,
-		MinRNRTimer:      r.MinRNRTimer,
-		PortNum:          r.PortNum,
-		Timeout:          r.Timeout,
-		RetryCnt:         r.RetryCnt,
-		RNRRetry:         r.RNRRetry,
-		AltPortNum:       r.AltPortNum,
-		AltTimeout:       r.AltTimeout,
-	}
-}
-
-func ahFromABI(a *ahAttrABI) uverbs.AHAttr {
-	return uverbs.AHAttr{
-		GRH: uverbs.GlobalRoute{
-			DGID:         a.DGID,
-			FlowLabel:    a.FlowLabel,
-			SGIDIndex:    a.SGIDIndex,
-			HopLimit:     a.HopLimit,
-			TrafficClass: a.TrafficClass,
-		},
-		DLID:        a.DLID,
-		SL:          a.SL,
-		SrcPathBits: a.SrcPathBits,
-		StaticRate:  a.StaticRate,
-		IsGlobal:    a.IsGlobal != 0,
-		PortNum:     a.PortNum,
-	}
+	attr, mask := resp.Attr()
+	return attr, mask, nil
 }
 
 // Notify tells the CM of a QP async event on the id's QP (rdma_notify,

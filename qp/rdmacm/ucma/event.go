@@ -132,7 +132,7 @@ func (e *Event) UDParam() UDParam {
 	return UDParam{
 		QPNum:       u.QPNum,
 		QKey:        u.QKey,
-		AH:          ahFromABI(&u.AHAttr),
+		AH:          u.AHAttr.Attr(),
 		PrivateData: append([]byte(nil), u.PrivateData[:u.PrivateDataLen]...),
 	}
 }

@@ -20,7 +20,10 @@ func TestEventDecoding(t *testing.T) {
 		t.Errorf("names %v %v", ev.Type, EventTimewaitExit)
 	}
 	u := ucmaUDParam{QPNum: 0x22, QKey: 0x01234567, PrivateDataLen: 1}
-	u.AHAttr.IsGlobal, u.AHAttr.HopLimit = 1, 64
+	// is_global and grh.hop_limit, at their offsets in struct
+	// ib_uverbs_ah_attr (uverbs pins the layout to the header).
+	ah := (*[32]uint8)(unsafe.Pointer(&u.AHAttr))
+	ah[29], ah[21] = 1, 64
 	*(*ucmaUDParam)(ptrOf(&r.Param)) = u
 	ev = eventFrom(&r)
 	up := ev.UDParam()

@@ -9,9 +9,9 @@ import (
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
-// ConnectedParams are what rc- and uc-pingpong's command lines say about
+// ConnectedSpec are what rc- and uc-pingpong's command lines say about
 // the end OpenConnected makes.
-type ConnectedParams struct {
+type ConnectedSpec struct {
 	Device   string // -d; "" is the first device
 	Port     uint8  // -i
 	GIDIndex int    // -g; negative for none
@@ -30,7 +30,7 @@ type ConnectedParams struct {
 // over, from and into the same buffer.
 type ConnectedEnd struct {
 	Objects
-	p   ConnectedParams
+	p   ConnectedSpec
 	sge [1]uverbs.SGE
 }
 
@@ -40,7 +40,7 @@ type ConnectedEnd struct {
 // granting no remote access. Sends are inline when the device takes the
 // whole message inline, as in the C tools. On failure everything made so
 // far is released.
-func OpenConnected(p ConnectedParams) (e *ConnectedEnd, err error) {
+func OpenConnected(p ConnectedSpec) (e *ConnectedEnd, err error) {
 	dev, err := PickDevice(p.Device)
 	if err != nil {
 		return nil, err
@@ -84,7 +84,7 @@ func OpenConnected(p ConnectedParams) (e *ConnectedEnd, err error) {
 	if e.CQ, err = cq.New(e.Ctx, p.RxDepth+1, e.Ch); err != nil {
 		return e, fmt.Errorf("Couldn't create CQ: %w", err)
 	}
-	e.QP, err = qp.New(e.PD, qp.InitAttr{
+	e.QP, err = qp.New(e.PD, qp.Spec{
 		Type:   p.Type,
 		SendCQ: e.CQ,
 		RecvCQ: e.CQ,
