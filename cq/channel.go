@@ -97,7 +97,9 @@ func NewChannel(devctx *uverbs.Context) (*Channel, error) {
 }
 
 func newChannel(src eventSource) (*Channel, error) {
-	p, err := fdwait.New()
+	// Ppoll: every completion of an event-driven loop pays the wake-up,
+	// and the runtime's poller costs more (see package fdwait).
+	p, err := fdwait.New(fdwait.Ppoll)
 	if err != nil {
 		return nil, fmt.Errorf("cq: %w", err)
 	}

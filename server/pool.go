@@ -115,7 +115,9 @@ type pool struct {
 // newPool lays out depth slots of size bytes over mem, which the device
 // knows at address base under lkey. All slots start idle.
 func newPool(mem []byte, base uint64, lkey uint32, size, depth int, unmap func() error) (*pool, error) {
-	w, err := fdwait.New()
+	// Ppoll: the loop's wake-up is a completion's, on the hot path (see
+	// package fdwait).
+	w, err := fdwait.New(fdwait.Ppoll)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

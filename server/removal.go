@@ -18,7 +18,7 @@ func (s *Server) watchRemoval() error {
 	if fd < 0 {
 		return nil // the Context does not watch its device
 	}
-	p, err := fdwait.New()
+	p, err := fdwait.New(fdwait.Netpoll) // a wait for the server's life: no thread
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}

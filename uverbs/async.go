@@ -181,8 +181,9 @@ func (c *Context) readAsyncEvent() (AsyncEvent, error) {
 // events, and on 6.12 (not 6.1) last-WQE-reached; it never raises a
 // device-fatal event: see the package documentation about removing a
 // device. Once the device is found removed (see ErrDeviceRemoved) it
-// returns the events still queued, then the removal error. The wait
-// occupies an OS thread. Close ends it with ErrClosed.
+// returns the events still queued, then the removal error. The waiting
+// goroutine parks (fdwait's Netpoll mode) and holds no OS thread. Close
+// ends it with ErrClosed.
 func (c *Context) WaitAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	const verb = "wait_async_event"
 	if !c.gate.enter() {

@@ -79,7 +79,7 @@ func TestAsyncEventResolvesObjects(t *testing.T) {
 // with the context's error when it is cancelled.
 func TestWaitAsyncEvent(t *testing.T) {
 	r, w := nonblockingPipe(t)
-	p, err := fdwait.New()
+	p, err := fdwait.New(fdwait.Netpoll)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -226,7 +226,7 @@ func TestContextCloseWakesWaitAsyncEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.asyncFD = ownFD(rd, "async pipe")
-	if c.asyncWait, err = fdwait.New(); err != nil {
+	if c.asyncWait, err = fdwait.New(fdwait.Netpoll); err != nil {
 		t.Fatal(err)
 	}
 	errc := make(chan error, 2)

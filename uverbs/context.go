@@ -76,7 +76,9 @@ func Open(d Device) (*Context, error) {
 		c.Close()
 		return nil, fmt.Errorf("uverbs: get_context: async fd: %w", err)
 	}
-	p, err := fdwait.New()
+	// Netpoll: a goroutine that waits for async events for the Context's
+	// life holds no OS thread (see package fdwait).
+	p, err := fdwait.New(fdwait.Netpoll)
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("uverbs: get_context: %w", err)

@@ -54,7 +54,7 @@ func removalContext(t *testing.T) (c *Context, entry string) {
 	entry = filepath.Join(dir, "dev")
 	os.WriteFile(entry, []byte(fmt.Sprintf("%d:%d\n", unix.Major(st.Rdev), unix.Minor(st.Rdev))), 0o644)
 	r, _ := nonblockingPipe(t)
-	p, err := fdwait.New()
+	p, err := fdwait.New(fdwait.Netpoll)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/qp/rdmacm"
 	"github.com/pureverbs/pureverbs/uverbs"
+	"github.com/pureverbs/pureverbs/uverbs/fdwait"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,9 +33,6 @@ const recvID = 1 << 63
 // lingerTime bounds how long Close waits for its last messages to be
 // acknowledged before it tears the queue pair down.
 const lingerTime = 3 * time.Second
-
-// pastTime is a deadline already passed: it wakes a waiter.
-var pastTime = time.Unix(1, 0)
 
 // Conn is a stream connection speaking librdmacm's rsocket protocol. It
 // implements net.Conn. Read and Write may run at the same time from two
@@ -105,9 +103,9 @@ type Conn struct {
 	swr        [1]qp.SendWR
 	ssge       [2]uverbs.SGE
 	rwr        []qp.RecvWR
-	readReady  func(uintptr) bool
-	writeReady func(uintptr) bool
-	sendsDone  func(uintptr) bool
+	readReady  func() bool
+	writeReady func() bool
+	sendsDone  func() bool
 
 	cmStop context.CancelFunc
 	cmDone chan struct{}
@@ -136,19 +134,16 @@ func (c *Conn) Read(p []byte) (int, error) {
 		c.progress()
 		for !c.readable() {
 			c.readParked = true
+			deadline := c.readDeadline
 			c.mu.Unlock()
-			err := c.r.rw.wait(c.readReady)
+			err := c.r.waitCompletions(c.r.rw, deadline, c.readReady)
 			c.mu.Lock()
-			c.readParked = false
+			c.readParked, c.readKicked = false, false
 			if c.closed {
 				return 0, c.opErr("read", net.ErrClosed)
 			}
-			if c.readKicked {
-				c.readKicked = false
-				c.r.rw.setDeadline(c.readDeadline)
-				if !passed(c.readDeadline) {
-					continue
-				}
+			if err == fdwait.ErrWoken {
+				continue // kicked, or a new deadline
 			}
 			if err != nil && !c.readable() {
 				return 0, c.opErr("read", waitErr(err))
@@ -173,7 +168,7 @@ func (c *Conn) readable() bool {
 
 // readReadyFunc is Read's wait condition, run whenever the completion
 // channel may have an event.
-func (c *Conn) readReadyFunc(uintptr) bool {
+func (c *Conn) readReadyFunc() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.drive(c.readable, c.writeParked || c.ctrlParked)
@@ -303,7 +298,7 @@ func (c *Conn) canSend() bool {
 		c.target[c.targetSGE].Length != 0
 }
 
-func (c *Conn) writeReadyFunc(uintptr) bool {
+func (c *Conn) writeReadyFunc() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.drive(c.writable, c.readParked || c.ctrlParked)
@@ -370,16 +365,16 @@ func (c *Conn) progress() {
 
 // kick wakes a Read or Write parked in its wait whose condition now holds.
 // The completion that made it hold may have come with the event another
-// waiter took; the netpoller then reports nothing to the parked one. A
-// deadline in the past wakes it; it restores its own deadline.
+// waiter took; the channel then shows nothing to the parked one. Its
+// Poller's Wake wakes it.
 func (c *Conn) kick() {
 	if c.readParked && !c.readKicked && c.readable() {
 		c.readKicked = true
-		c.r.rw.setDeadline(pastTime)
+		c.r.rw.Wake()
 	}
 	if c.writeParked && !c.writeKicked && c.writable() {
 		c.writeKicked = true
-		c.r.ww.setDeadline(pastTime)
+		c.r.ww.Wake()
 	}
 }
 
@@ -553,7 +548,7 @@ func (c *Conn) allSendsDone() bool {
 		(c.sqeAvail == c.r.sq-ctrlSlots && c.ctrlSeq == c.ctrlMax-ctrlSlots)
 }
 
-func (c *Conn) sendsDoneFunc(uintptr) bool {
+func (c *Conn) sendsDoneFunc() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.drive(c.allSendsDone, c.readParked || c.writeParked)
@@ -577,27 +572,26 @@ func (c *Conn) CloseWrite() error {
 		ctrl = ctrlDisconnect
 	}
 	c.state &^= stWritable
-	if err := c.sendCtrl(ctrl, c.r.ww); err != nil {
+	if err := c.sendCtrl(ctrl, c.r.ww, &c.writeDeadline); err != nil {
 		return c.opErr("close", err)
 	}
 	return nil
 }
 
-// sendCtrl waits for a control slot (within w's deadline) and sends ctrl.
-func (c *Conn) sendCtrl(ctrl uint32, w *completionWaiter) error {
+// sendCtrl waits with w for a control slot (until *deadline, read under
+// c.mu) and sends ctrl.
+func (c *Conn) sendCtrl(ctrl uint32, w *fdwait.Poller, deadline *time.Time) error {
 	if c.state&stConnected == 0 {
 		return nil
 	}
 	ctrlFree := func() bool { return c.ctrlSeq != c.ctrlMax || c.state&stConnected == 0 }
 	if c.progress(); !ctrlFree() {
 		c.ctrlParked = true
-		c.mu.Unlock()
-		err := w.wait(func(uintptr) bool {
+		err := c.waitCompletionsUnwoken(w, deadline, func() bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			return c.drive(ctrlFree, c.readParked || c.writeParked)
 		})
-		c.mu.Lock()
 		c.ctrlParked = false
 		if err != nil && !ctrlFree() {
 			return waitErr(err)
@@ -620,8 +614,8 @@ func (c *Conn) Close() error {
 		return nil
 	}
 	c.closed = true
-	c.r.rw.setDeadline(pastTime)
-	c.r.ww.setDeadline(pastTime)
+	c.r.rw.Wake()
+	c.r.ww.Wake()
 	if c.alive != nil {
 		c.alive.Stop()
 	}
@@ -633,18 +627,16 @@ func (c *Conn) Close() error {
 	defer c.writeMu.Unlock()
 
 	c.mu.Lock()
-	c.r.rw.setDeadline(time.Now().Add(lingerTime))
+	linger := time.Now().Add(lingerTime)
 	var errs []error
 	if c.state&stConnected != 0 {
 		c.state &^= stReadable | stWritable
-		if err := c.sendCtrl(ctrlDisconnect, c.r.rw); err != nil {
+		if err := c.sendCtrl(ctrlDisconnect, c.r.rw, &linger); err != nil {
 			errs = append(errs, err)
 		}
 		if !c.allSendsDone() {
 			c.ctrlParked = true
-			c.mu.Unlock()
-			c.r.rw.wait(c.sendsDone)
-			c.mu.Lock()
+			c.waitCompletionsUnwoken(c.r.rw, &linger, c.sendsDone)
 			c.ctrlParked = false
 		}
 	}
@@ -685,7 +677,10 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 		return c.opErr("set deadline", net.ErrClosed)
 	}
 	c.readDeadline = t
-	return c.r.rw.setDeadline(t)
+	if c.readParked {
+		c.r.rw.Wake() // to wait again with t
+	}
+	return nil
 }
 
 // SetWriteDeadline sets when a Write, waiting or to come, gives up with
@@ -697,7 +692,10 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 		return c.opErr("set deadline", net.ErrClosed)
 	}
 	c.writeDeadline = t
-	return c.r.ww.setDeadline(t)
+	if c.writeParked || c.ctrlParked {
+		c.r.ww.Wake() // to wait again with t
+	}
+	return nil
 }
 
 // watchCM waits for the connection's CM events: a peer that disconnected

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
+	"github.com/pureverbs/pureverbs/uverbs/fdwait"
 	"golang.org/x/sys/unix"
 )
 
@@ -212,19 +213,16 @@ func (c *Conn) waitWritable() error {
 		return nil
 	}
 	c.writeParked = true
+	deadline := c.writeDeadline
 	c.mu.Unlock()
-	err := c.r.ww.wait(c.writeReady)
+	err := c.r.waitCompletions(c.r.ww, deadline, c.writeReady)
 	c.mu.Lock()
-	c.writeParked = false
+	c.writeParked, c.writeKicked = false, false
 	if c.closed {
 		return net.ErrClosed
 	}
-	if c.writeKicked {
-		c.writeKicked = false
-		c.r.ww.setDeadline(c.writeDeadline)
-		if !passed(c.writeDeadline) {
-			return nil
-		}
+	if err == fdwait.ErrWoken {
+		return nil // kicked, or a new deadline: the caller looks again
 	}
 	if err != nil && !c.writable() {
 		return waitErr(err)

@@ -7,6 +7,7 @@ import (
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/qp/rdmacm"
 	"github.com/pureverbs/pureverbs/uverbs"
+	"github.com/pureverbs/pureverbs/uverbs/fdwait"
 )
 
 // res is what a connection is built of. One mapped buffer holds, in
@@ -22,9 +23,9 @@ type res struct {
 	buf    *uverbs.Buffer
 	rmr    *uverbs.MR
 	smr    *uverbs.MR
-	iomrs  []*uverbs.MR // IOMap's registrations
-	rw     *completionWaiter
-	ww     *completionWaiter
+	iomrs  []*uverbs.MR   // IOMap's registrations
+	rw     *fdwait.Poller // Read's and Close's waits; see wait.go
+	ww     *fdwait.Poller // Write's and CloseWrite's
 	mem    []byte
 	sq     int
 	rq     int
@@ -79,10 +80,10 @@ func newRes(ctx *uverbs.Context, s sizes) (_ *res, err error) {
 	if r.smr, err = r.pd.RegisterMRRange(r.buf, r.sbufOff, r.sbufLen+ctrlLen, uverbs.AccessLocalWrite); err != nil {
 		return nil, err
 	}
-	if r.rw, err = newCompletionWaiter(r.ch.FD()); err != nil {
+	if r.rw, err = newWaiter(); err != nil {
 		return nil, err
 	}
-	if r.ww, err = newCompletionWaiter(r.ch.FD()); err != nil {
+	if r.ww, err = newWaiter(); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -120,11 +121,11 @@ func (r *res) release() error {
 		}
 	}
 	if r.rw != nil {
-		add(r.rw.close())
+		add(r.rw.Close())
 		r.rw = nil
 	}
 	if r.ww != nil {
-		add(r.ww.close())
+		add(r.ww.Close())
 		r.ww = nil
 	}
 	if r.q != nil {

@@ -1,57 +1,51 @@
 package rsocket
 
 import (
-	"fmt"
-	"os"
-	"syscall"
+	"context"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/pureverbs/pureverbs/uverbs/fdwait"
 )
 
-// completionWaiter parks a goroutine in Go's netpoller until the
-// connection's completion channel fd becomes readable, a deadline passes or
-// the waiter is closed. Each direction (Read, Write) has its own, on its own
-// duplicate of the channel fd, so that the two deadlines are independent and
-// one event wakes both: the netpoller registers each duplicate and the
-// kernel's wake-up reaches every registration. This is the package's only
-// use of the completion channel's fd.
-type completionWaiter struct {
-	f  *os.File
-	rc syscall.RawConn
-}
+// A connection waits for its completion channel with two fdwait.Pollers
+// in Netpoll mode, one per direction (res.rw, res.ww): a parked Read or
+// Write holds no OS thread, so that many connections need few, and Read
+// and Write wait at once, each with its own deadline. Both watch the
+// channel's fd, so one event wakes both; Wake reaches the one that kick,
+// Close or a new deadline means. This is the package's only use of the
+// completion channel's fd. These are completion waits, where Ppoll wakes
+// faster (see package fdwait), but a thread per parked Read would make
+// 64 connections 64 threads.
 
-func newCompletionWaiter(channelFD int) (*completionWaiter, error) {
-	fd, err := unix.FcntlInt(uintptr(channelFD), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("rsocket: dup completion channel: %w", err)
+// newWaiter returns a Poller for one direction's waits.
+func newWaiter() (*fdwait.Poller, error) { return fdwait.New(fdwait.Netpoll) }
+
+// waitCompletions calls ready at first and whenever the completion channel
+// may have an event, until it returns true. It returns fdwait.ErrWoken
+// once w.Wake woke it, os.ErrDeadlineExceeded once deadline (zero: none)
+// passes, and fdwait.ErrClosed once w is closed. ready must not block.
+func (r *res) waitCompletions(w *fdwait.Poller, deadline time.Time, ready func() bool) error {
+	for !ready() {
+		if err := w.Wait(context.Background(), deadline, r.ch.FD()); err != nil {
+			return err
+		}
 	}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("rsocket: completion channel non-blocking: %w", err)
+	return nil
+}
+
+// waitCompletionsUnwoken is waitCompletions for a wait no Wake is meant
+// to end (a control slot, the last sends in Close): a wake left for a
+// Read or Write that was not parked, or a new deadline, lets it go on,
+// with the deadline *deadline holds then. Called with c.mu held, which it
+// releases while it waits.
+func (c *Conn) waitCompletionsUnwoken(w *fdwait.Poller, deadline *time.Time, ready func() bool) error {
+	for {
+		dl := *deadline
+		c.mu.Unlock()
+		err := c.r.waitCompletions(w, dl, ready)
+		c.mu.Lock()
+		if err != fdwait.ErrWoken {
+			return err
+		}
 	}
-	f := os.NewFile(uintptr(fd), "rsocket-completions")
-	rc, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("rsocket: completion channel: %w", err)
-	}
-	return &completionWaiter{f: f, rc: rc}, nil
 }
-
-// wait calls ready whenever the fd may have become readable (and once at
-// first) until it returns true. It returns os.ErrDeadlineExceeded (wrapped
-// by the poller) when the deadline passes first, or an error once the
-// waiter is closed. ready must not block.
-func (w *completionWaiter) wait(ready func(fd uintptr) bool) error {
-	return w.rc.Read(ready)
-}
-
-// setDeadline sets the time at which a wait gives up; zero means never.
-// It applies to a wait already in progress.
-func (w *completionWaiter) setDeadline(t time.Time) error {
-	return w.f.SetReadDeadline(t)
-}
-
-// close wakes a wait in progress and releases the duplicate fd.
-func (w *completionWaiter) close() error { return w.f.Close() }

@@ -2,27 +2,37 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"runtime"
-
-	"golang.org/x/sys/unix"
+	"os"
+	"time"
 
 	"github.com/pureverbs/pureverbs/cq"
+	"github.com/pureverbs/pureverbs/uverbs/fdwait"
 )
 
 // eventWaiter is -e's wait for a completion event (ctx_notify_events),
 // bounded by stallLimit: a peer that stops sending, or runs with other
 // parameters, ends the run with an error instead of a wait for ever (C
-// perftest waits for ever). It sleeps in poll(2) on the channel's fd with
-// a timeout and then takes the queued event; a cancellable context for
-// GetEvent would do the same, but its first wait registers the context
-// (an allocation inside the measured loop).
+// perftest waits for ever). It waits for the channel's fd with an
+// fdwait.Poller until a deadline, then takes the queued event; a
+// cancellable context for GetEvent would do the same, but its first wait
+// registers the context (an allocation inside the measured loop).
 type eventWaiter struct {
-	ch        *cq.Channel
-	lastYield int64
+	ch *cq.Channel
+	p  *fdwait.Poller
 }
 
-func newEventWaiter(ch *cq.Channel) *eventWaiter { return &eventWaiter{ch: ch} }
+func newEventWaiter(ch *cq.Channel) (*eventWaiter, error) {
+	p, err := fdwait.New(fdwait.Ppoll) // the measured path: as cq.Channel's
+	if err != nil {
+		return nil, fmt.Errorf("Couldn't create completion channel: %w", err)
+	}
+	return &eventWaiter{ch: ch, p: p}, nil
+}
+
+// Close releases the waiter's Poller.
+func (w *eventWaiter) Close() error { return w.p.Close() }
 
 // wait sleeps until a CQ of the channel has an event, acknowledges it and
 // re-arms that CQ, which it returns.
@@ -45,27 +55,14 @@ func (w *eventWaiter) wait() (*cq.CQ, error) {
 	return c, nil
 }
 
-// sleep waits until the channel's fd is readable, at most stallLimit. Like
-// cq.Channel.GetEvent it yields to the scheduler first when 2 ms have
-// passed since it last did, so that the runtime does not take this
-// thread's P in the middle of every wait.
+// sleep waits until the channel's fd is readable, at most stallLimit.
 func (w *eventWaiter) sleep() error {
-	if t := now(); t-w.lastYield >= int64(yieldEvery) {
-		w.lastYield = t
-		runtime.Gosched()
-	}
-	ts := unix.NsecToTimespec(int64(stallLimit))
-	for {
-		fds := [1]unix.PollFd{{Fd: int32(w.ch.FD()), Events: unix.POLLIN}}
-		n, err := unix.Ppoll(fds[:], &ts, nil)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err != nil:
-			return fmt.Errorf("Failed to get cq_event: poll completion channel: %w", err)
-		case n == 0:
-			return fmt.Errorf("%w event for %v", errStall, stallLimit)
-		}
+	switch err := w.p.Wait(context.Background(), time.Now().Add(stallLimit), w.ch.FD()); {
+	case err == nil:
 		return nil
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("%w event for %v", errStall, stallLimit)
+	default:
+		return fmt.Errorf("Failed to get cq_event: wait on completion channel: %w", err)
 	}
 }

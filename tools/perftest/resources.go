@@ -210,7 +210,9 @@ func newEnd(o *options, d *device, on *uverbs.Context, cycle, line, mtu int) (e 
 		if e.ch, err = cq.NewChannel(on); err != nil {
 			return e, fmt.Errorf("Couldn't create completion channel: %w", err)
 		}
-		e.events = newEventWaiter(e.ch)
+		if e.events, err = newEventWaiter(e.ch); err != nil {
+			return e, err
+		}
 	}
 	if e.pd, err = on.AllocPD(); err != nil {
 		return e, fmt.Errorf("Couldn't allocate PD: %w", err)
@@ -384,6 +386,9 @@ func (e *end) Close() error {
 	}
 	if e.pd != nil {
 		errs = append(errs, e.pd.Close())
+	}
+	if e.events != nil {
+		errs = append(errs, e.events.Close())
 	}
 	if e.ch != nil {
 		errs = append(errs, e.ch.Close())

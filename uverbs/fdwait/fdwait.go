@@ -1,37 +1,61 @@
 // Package fdwait is the one way pureverbs waits for a kernel fd to become
 // readable: Poller.Wait takes a few non-blocking fds (a completion
-// channel, a Context's async event fd) and returns when one of them is
-// readable, when Wake is called, when a context is done, when a deadline
-// passes, or when the Poller is closed, whichever comes first. Close wakes
-// every waiter and returns once they have left, so that the fds they
-// watched may be closed right after it.
-//
-// A wait is one ppoll(2) over the fds and the Poller's eventfds: one that
-// Close and Wake write (Close's count is never taken back) and, for a
-// context that can be cancelled, one that a context.AfterFunc writes. The last stays registered with its context
-// after the wait, so that a loop waiting again and again with one context
-// registers it once, and a wait allocates nothing. Every 2 ms of waiting
-// the waiter yields to the Go scheduler once (see Wait). A wait occupies
-// its OS thread, which is what keeps the wake-up latency of a completion
-// at that of C's ibv_get_cq_event; a program that waits on many fds at
-// once should put them into one epoll set of its own instead.
-//
-// Deadlines: Wait(ctx, deadline) takes both a context and an absolute
-// deadline (the zero time for none): a socket-style caller (SetDeadline)
-// passes its deadline without making a context per call, and gets
-// os.ErrDeadlineExceeded when it passes.
+// channel, a Context's async event fd, the RDMA CM channel) and returns
+// when one of them is readable, when Wake is called, when a context is
+// done, when a deadline passes, or when the Poller is closed, whichever
+// comes first. Close wakes every waiter and returns once they have left,
+// so that the fds they watched may be closed right after it.
 //
 //	for {
 //		if ev, ok := tryRead(); ok { // non-blocking read of the fd
 //			return ev, nil
 //		}
 //		if err := p.Wait(ctx, deadline, fd); err != nil {
-//			return nil, err // ctx.Err(), os.ErrDeadlineExceeded, ErrClosed
+//			return nil, err // ctx.Err(), os.ErrDeadlineExceeded, ErrClosed, ErrWoken
 //		}
 //	}
 //
+// Deadlines: Wait(ctx, deadline) takes both a context and an absolute
+// deadline (the zero time for none): a socket-style caller (SetDeadline)
+// passes its deadline without making a context per call, and gets
+// os.ErrDeadlineExceeded when it passes.
+//
+// # Two ways to block
+//
+// A Poller blocks in one of two ways, chosen once by New's Mode; Wait,
+// Wake and Close mean the same under both.
+//
+// Ppoll: a wait is one ppoll(2) over the fds and the Poller's eventfds, on
+// the waiting goroutine's OS thread, which the wait occupies. Its wake-up
+// is the kernel's alone, as for C's blocking read of a completion channel.
+//
+// Netpoll: the waiting goroutine parks in the Go runtime's poller, as a
+// net.Conn's Read does: the Poller's own epoll set holds the fds and the
+// wake eventfd, and is itself registered with the runtime's poller. A
+// parked wait occupies no OS thread (200 waiters add none; under Ppoll
+// they add 200), but each wake-up goes through the runtime's scheduler.
+//
+// Measured on QEMU's instruction-counted clock (make bench-vm
+// BENCHICOUNT=shift=0,sleep=off,align=off: one vCPU, 6.1's rxe, guest
+// time counting instructions), with cq.Channel's Poller in either mode,
+// as Go/C time ratio against rdma-core's tool, median of 5 (rc-pingpong)
+// or 7 (ib_send_lat, Go client) interleaved rounds with the bootstrap
+// 95 % interval:
+//
+//	                      Ppoll              Netpoll
+//	rc-pingpong -e 64 B   1.18 [1.17, 1.20]  1.89 [1.65, 1.93]
+//	rc-pingpong -e 4 KiB  1.06 [1.06, 1.06]  1.10 [1.08, 1.10]
+//	ib_send_lat -e 64 B   1.10 [1.10, 1.11]  1.43 [1.38, 1.59]
+//	ib_send_lat -e 4 KiB  1.14 [1.14, 1.15]  1.18 [1.17, 1.24]
+//
+// So completion channels, where every completion of an event-driven loop
+// pays the wake-up, and the server's receive loop wait with Ppoll; the
+// waits that are many or long and rare (RDMA CM channels, rsocket
+// connections, async events, device removal watches) park with Netpoll.
+//
 // The package sits under uverbs, and imports nothing of pureverbs but the
-// leak check, so that uverbs, cq, qp/rdmacm and server all may use it.
+// leak check, so that uverbs, cq, qp/rdmacm, qp/rsocket and server all
+// may use it.
 package fdwait
 
 import (
@@ -39,8 +63,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,21 +81,27 @@ var ErrClosed = net.ErrClosed
 // ErrWoken is what Wait returns when Wake woke it.
 var ErrWoken = errors.New("fdwait: woken")
 
-// yieldEvery is how long a goroutine may go on waiting, wait after wait,
-// without passing through the scheduler; see Wait.
-const yieldEvery = 2 * time.Millisecond
-
-// epoch is the origin of Poller.yielded: a monotonic clock reading.
-var epoch = time.Now()
-
 // one is the 8-byte count 1, what a write to an eventfd adds.
 var one = [8]byte{1}
 
+// Mode is how a Poller's waits block; see the package documentation.
+type Mode int
+
+const (
+	// Ppoll waits with ppoll(2) on the waiting goroutine's OS thread:
+	// the lowest latency, one thread per waiter.
+	Ppoll Mode = iota
+	// Netpoll parks the waiting goroutine in the Go runtime's poller:
+	// no thread per waiter, a little more per wake-up. Concurrent Waits
+	// on one Poller take turns.
+	Netpoll
+)
+
 // Poller waits for its fds; safe for concurrent use.
 type Poller struct {
+	mode Mode
 	// waiters is read-held by every Wait; Close takes it for writing,
-	// after signalling closeFD, so that no eventfd is closed under a
-	// poll.
+	// after signalling evfd, so that no fd is closed under a wait.
 	waiters sync.RWMutex
 	closing atomic.Bool
 	closed  bool
@@ -83,50 +111,46 @@ type Poller struct {
 	evfd  int
 	watch leakcheck.Watch
 
-	// yielded is when a Wait last went through the scheduler, in
-	// nanoseconds since epoch.
-	yielded atomic.Int64
-	// spare is a cancellation eventfd kept for the next Wait with a
-	// cancellable context, so that such a wait creates none.
-	spare atomic.Pointer[waker]
-	// armed keeps the last cancellable Wait's waker registered with its
+	// armed keeps the last cancellable Wait's registration with its
 	// context (see arm); shared with the GC cleanup.
 	armed *armedSlot
-}
 
-// armedSlot holds at most one waker registered with a context.
-type armedSlot struct{ p atomic.Pointer[armedWaker] }
-
-// armedWaker is a waker registered (context.AfterFunc) with the contexts
-// whose Done channel is done: it fires when they are done.
-type armedWaker struct {
-	done <-chan struct{}
-	w    *waker
-	stop func() bool
+	thread // Ppoll's state
+	net    *netWait
 }
 
 // pollerRes is what a dropped Poller's cleanup releases.
 type pollerRes struct {
 	evfd  int
 	armed *armedSlot
+	net   *netWait
 }
 
-// New returns a Poller.
-func New() (*Poller, error) {
+// New returns a Poller whose waits block as m says.
+func New(m Mode) (*Poller, error) {
+	if m != Ppoll && m != Netpoll {
+		return nil, fmt.Errorf("fdwait: mode %d: %w", m, unix.EINVAL)
+	}
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("fdwait: eventfd: %w", err)
 	}
-	p := &Poller{evfd: efd, armed: new(armedSlot)}
-	// A dropped Poller's eventfds are closed, and its armed waker taken
+	p := &Poller{mode: m, evfd: efd, armed: new(armedSlot)}
+	if m == Netpoll {
+		if p.net, err = newNetWait(efd); err != nil {
+			unix.Close(efd)
+			return nil, err
+		}
+	}
+	// A dropped Poller's fds are closed, and its armed registration taken
 	// off its context: a context that is never done would keep it alive.
 	p.watch = leakcheck.Object(p, "fdwait.Poller eventfd", func(r pollerRes) {
-		unix.Close(r.evfd)
-		if a := r.armed.p.Swap(nil); a != nil {
-			a.w.unregister(a.stop)
-			a.w.close()
+		r.armed.release()
+		if r.net != nil {
+			r.net.close()
 		}
-	}, pollerRes{efd, p.armed})
+		unix.Close(r.evfd)
+	}, pollerRes{efd, p.armed, p.net})
 	return p, nil
 }
 
@@ -142,23 +166,20 @@ func (e *FDError) Error() string {
 }
 
 // Wait blocks until one of fds (at most MaxFDs, which stay the caller's:
-// Wait never reads or closes them) is readable (it returns nil;
-// the caller then reads it, and waits again if another reader was first),
-// Wake is called (ErrWoken), ctx is done (ctx.Err()), deadline passes
-// (os.ErrDeadlineExceeded; the zero time is no deadline), or Close has
-// begun (ErrClosed). A watched fd that failed is an *FDError. A deadline
-// already past still looks at the fds once, without blocking. Wait
-// allocates nothing once a cancellable ctx is registered.
+// Wait never reads or closes them; a negative fd is none) is readable (it
+// returns nil; the caller then reads it, and waits again if another reader
+// was first), Wake is called (ErrWoken), ctx is done (ctx.Err()), deadline
+// passes (os.ErrDeadlineExceeded; the zero time is no deadline), or Close
+// has begun (ErrClosed). A watched fd that failed is an *FDError. A
+// deadline already past still looks at the fds once, without blocking.
+// Wait allocates nothing once a cancellable ctx is registered: the
+// registration stays with the Poller after the wait, so that a loop
+// waiting again and again with one context registers it once.
 //
-// Every 2 ms of waiting it yields to the Go scheduler once: a goroutine
-// whose waits are system calls never passes through the scheduler, so its
-// P keeps one scheduling tick, and after 10 ms of that the runtime's
-// monitor thread takes the P away mid-wait and then polls every 20 us for
-// a while, in case it must do so again. Under rxe those wake-ups take CPU
-// from the kernel's packet processing and the peer: a 64-byte rc-pingpong
-// -e pair ran at 1.24-1.55x C's time without the yield and 1.04-1.12x
-// with it (integration.TestEventWaitWakeups). Yielding on every wait costs
-// another thread's wake-up each time, so the yield is rationed.
+// Under Netpoll the fds stay in the Poller's epoll set from the first Wait
+// that names them until a Wait that does not, or Close: the caller must
+// not close one of them before then (a closed fd's number may come back
+// as another file, which the set would not hold).
 func (p *Poller) Wait(ctx context.Context, deadline time.Time, fds ...int) error {
 	if len(fds) > MaxFDs {
 		return fmt.Errorf("fdwait: wait on %d fds, at most %d: %w", len(fds), MaxFDs, unix.EINVAL)
@@ -171,64 +192,10 @@ func (p *Poller) Wait(ctx context.Context, deadline time.Time, fds ...int) error
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	cancelFD := int32(-1) // poll ignores a negative fd
-	if done := ctx.Done(); done != nil {
-		a, err := p.arm(ctx, done)
-		if err != nil {
-			return err
-		}
-		defer p.keepArmed(ctx, a)
-		cancelFD = int32(a.w.fd)
+	if p.mode == Netpoll {
+		return p.waitNet(ctx, deadline, fds)
 	}
-	p.yieldBeforeWait()
-	for {
-		var ts *unix.Timespec
-		var left unix.Timespec
-		if !deadline.IsZero() {
-			d := max(time.Until(deadline), 0)
-			left = unix.NsecToTimespec(int64(d))
-			ts = &left
-		}
-		// The caller's fds first, then Close's and Wake's, then the
-		// context's.
-		var pfds [MaxFDs + 2]unix.PollFd
-		for i, fd := range fds {
-			pfds[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
-		}
-		n := len(fds)
-		pfds[n] = unix.PollFd{Fd: int32(p.evfd), Events: unix.POLLIN}
-		pfds[n+1] = unix.PollFd{Fd: cancelFD, Events: unix.POLLIN}
-		ready, err := unix.Ppoll(pfds[:n+2], ts, nil)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("fdwait: poll: %w", err)
-		}
-		switch {
-		case pfds[n].Revents != 0:
-			if p.closing.Load() || p.clearWake() {
-				return ErrClosed
-			}
-			return ErrWoken
-		case pfds[n+1].Revents != 0:
-			return ctx.Err() // the waker is this wait's own
-		}
-		for i := range n {
-			if r := pfds[i].Revents; r&(unix.POLLERR|unix.POLLNVAL) != 0 {
-				if p.closing.Load() {
-					return ErrClosed
-				}
-				return &FDError{FD: fds[i], Revents: r}
-			}
-		}
-		if ready > 0 {
-			return nil
-		}
-		if ts != nil {
-			return os.ErrDeadlineExceeded
-		}
-	}
+	return p.waitThread(ctx, deadline, fds)
 }
 
 // Wake makes one Wait in progress, or the next one, return ErrWoken. Wakes
@@ -267,9 +234,17 @@ func (p *Poller) clearWake() (closing bool) {
 	return false
 }
 
+// woken is a Wait's result once the wake eventfd was found readable.
+func (p *Poller) woken() error {
+	if p.closing.Load() || p.clearWake() {
+		return ErrClosed
+	}
+	return ErrWoken
+}
+
 // Close wakes every Wait with ErrClosed, waits for them to return and
-// releases the Poller's eventfds; the watched fds are the caller's to
-// close, which it may do once Close returns. Idempotent.
+// releases the Poller's fds; the watched fds are the caller's to close,
+// which it may do once Close returns. Idempotent.
 func (p *Poller) Close() error {
 	if !p.closing.Swap(true) {
 		// Any non-zero count makes the eventfd readable; it is never
@@ -283,109 +258,96 @@ func (p *Poller) Close() error {
 	}
 	p.closed = true
 	p.watch.Closed()
+	p.armed.release()
+	p.thread.close()
+	if p.net != nil {
+		p.net.close()
+	}
 	unix.Close(p.evfd)
-	if a := p.armed.p.Swap(nil); a != nil {
-		a.w.unregister(a.stop)
-		a.w.close()
-	}
-	if w := p.spare.Swap(nil); w != nil {
-		w.close()
-	}
 	return nil
 }
 
-// yieldBeforeWait calls runtime.Gosched when the last yield is more than
-// yieldEvery ago; see Wait.
-func (p *Poller) yieldBeforeWait() {
-	now := int64(time.Since(epoch))
-	if now-p.yielded.Load() < int64(yieldEvery) {
+// armedSlot holds at most one registration with a context.
+type armedSlot struct{ p atomic.Pointer[armed] }
+
+// release unregisters the slot's registration, if any, and frees it.
+func (s *armedSlot) release() {
+	if a := s.p.Swap(nil); a != nil {
+		a.unregister()
+		if a.w != nil {
+			a.w.close()
+		}
+	}
+}
+
+// armed is a registration (context.AfterFunc) with the contexts whose Done
+// channel is done: it fires when they are done. Under Ppoll it writes w,
+// an eventfd the wait polls; under Netpoll it puts the Poller's epoll
+// file's read deadline in the past, which wakes the parked wait.
+type armed struct {
+	done <-chan struct{}
+	stop func() bool
+	w    *waker      // Ppoll
+	ran  atomic.Bool // Netpoll: the AfterFunc has returned
+}
+
+// unregister stops a's AfterFunc. If it already started, it waits for it
+// to end, so that nothing it does reaches a wait to come (and under Ppoll
+// takes its count back).
+func (a *armed) unregister() {
+	if a.stop() {
 		return
 	}
-	p.yielded.Store(now)
-	runtime.Gosched()
-}
-
-// waker is an eventfd that a context.AfterFunc writes once ctx is done; a
-// Wait polls it next to the watched fds.
-type waker struct {
-	fd    int
-	fire  func() // w.write, bound once
-	watch leakcheck.Watch
-}
-
-func (w *waker) write() { unix.Write(w.fd, one[:]) }
-
-// getWaker takes the Poller's spare waker, or makes one.
-func (p *Poller) getWaker() (*waker, error) {
-	if w := p.spare.Swap(nil); w != nil {
-		return w, nil
+	if a.w != nil {
+		a.w.drain()
+		return
 	}
-	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		return nil, fmt.Errorf("fdwait: eventfd: %w", err)
+	for !a.ran.Load() {
+		time.Sleep(time.Microsecond)
 	}
-	w := &waker{fd: fd}
-	w.fire = w.write
-	w.watch = leakcheck.Object(w, "fdwait.Poller cancellation eventfd", func(fd int) { unix.Close(fd) }, fd)
-	return w, nil
 }
 
-// arm returns a waker registered with ctx, whose Done channel is done: the
-// armed one when it was registered with a context of the same Done channel
-// (a loop waiting with one context registers it once), otherwise a new
-// registration, releasing the armed one. The caller owns it until
-// keepArmed.
-func (p *Poller) arm(ctx context.Context, done <-chan struct{}) (*armedWaker, error) {
+// arm returns a registration with ctx, whose Done channel is done: the
+// slot's when it was made with a context of the same Done channel (a loop
+// waiting with one context registers it once), otherwise a new one,
+// releasing the slot's. The caller owns it until keepArmed.
+func (p *Poller) arm(ctx context.Context, done <-chan struct{}) (*armed, error) {
 	a := p.armed.p.Swap(nil)
 	if a != nil && a.done == done {
 		return a, nil
 	}
 	if a != nil {
-		p.putWaker(a.w, a.stop)
+		p.putArmed(a)
+	}
+	if p.mode == Netpoll {
+		a := &armed{done: done}
+		n := p.net
+		a.stop = context.AfterFunc(ctx, func() {
+			n.expire()
+			a.ran.Store(true)
+		})
+		return a, nil
 	}
 	w, err := p.getWaker()
 	if err != nil {
 		return nil, err
 	}
-	return &armedWaker{done: done, w: w, stop: context.AfterFunc(ctx, w.fire)}, nil
+	return &armed{done: done, w: w, stop: context.AfterFunc(ctx, w.fire)}, nil
 }
 
 // keepArmed leaves a registered for the next Wait with the same context,
-// unless the context is done (its waker has fired), the Poller is
-// closing, or another waiter left one first: then it releases a.
-func (p *Poller) keepArmed(ctx context.Context, a *armedWaker) {
+// unless the context is done (a has fired), the Poller is closing, or
+// another waiter left one first: then it releases a.
+func (p *Poller) keepArmed(ctx context.Context, a *armed) {
 	if ctx.Err() != nil || p.closing.Load() || !p.armed.p.CompareAndSwap(nil, a) {
-		p.putWaker(a.w, a.stop)
+		p.putArmed(a)
 	}
 }
 
-// putWaker unregisters w from its context and keeps it as the spare, or
-// closes it when there is one already or the Poller is closing.
-func (p *Poller) putWaker(w *waker, stop func() bool) {
-	w.unregister(stop)
-	if p.closing.Load() || !p.spare.CompareAndSwap(nil, w) {
-		w.close()
+// putArmed unregisters a and keeps its waker, if any, as the spare.
+func (p *Poller) putArmed(a *armed) {
+	a.unregister()
+	if a.w != nil {
+		p.putWaker(a.w)
 	}
-}
-
-// unregister stops w's AfterFunc. If it already started, it waits for its
-// write (so that no write can reach the fd once reused or closed) and
-// drains the count.
-func (w *waker) unregister(stop func() bool) {
-	if stop() {
-		return
-	}
-	fds := [1]unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}
-	for {
-		var n [8]byte
-		if _, err := unix.Read(w.fd, n[:]); err == nil {
-			return
-		}
-		unix.Ppoll(fds[:], nil, nil)
-	}
-}
-
-func (w *waker) close() {
-	w.watch.Closed()
-	unix.Close(w.fd)
 }

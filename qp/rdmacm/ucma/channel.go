@@ -8,13 +8,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
 
 	"github.com/pureverbs/pureverbs/uverbs"
+	"github.com/pureverbs/pureverbs/uverbs/fdwait"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,10 +27,11 @@ const cmABIPath = "/sys/class/misc/rdma_cm/abi_version"
 // Channel is an RDMA CM event channel: one open of /dev/infiniband/rdma_cm
 // (what rdma_create_event_channel opens). The ids created on it report
 // their events on it; closing it destroys every id still on it. The fd is
-// non-blocking and registered with the Go runtime's poller, so WaitEvent
-// parks the goroutine, not an OS thread. Commands may be issued from
-// several goroutines; Close waits for commands in progress and wakes
-// every WaitEvent with ErrClosed.
+// non-blocking; WaitEvent waits on it with an fdwait.Poller in Netpoll
+// mode, which parks the goroutine, not an OS thread, so that a program
+// may wait on many channels. Commands may be issued from several
+// goroutines; Close waits for commands in progress and wakes every
+// WaitEvent with ErrClosed.
 //
 // Events are copied out of the kernel whole, so there is nothing to
 // acknowledge: unlike librdmacm's rdma_destroy_id, DestroyID never waits
@@ -38,9 +39,10 @@ const cmABIPath = "/sys/class/misc/rdma_cm/abi_version"
 type Channel struct {
 	f  *os.File
 	rc syscall.RawConn
-	// waitMu serialises WaitEvent: the read deadline that carries a
-	// context's cancellation belongs to one waiter at a time.
-	waitMu sync.Mutex
+	// fd is f's: what WaitEvent waits on. Close closes wait first, so
+	// that no wait watches it once f closes it.
+	fd     int
+	wait   *fdwait.Poller
 	closed atomic.Bool
 }
 
@@ -57,13 +59,19 @@ func Open() (*Channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ucma: open %s: %w", DevicePath, &fs.PathError{Op: "open", Path: DevicePath, Err: err})
 	}
+	w, err := fdwait.New(fdwait.Netpoll)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("ucma: %s: %w", DevicePath, err)
+	}
 	f := os.NewFile(uintptr(fd), DevicePath)
 	rc, err := f.SyscallConn()
 	if err != nil {
+		w.Close()
 		f.Close()
 		return nil, fmt.Errorf("ucma: %s: %w", DevicePath, err)
 	}
-	return &Channel{f: f, rc: rc}, nil
+	return &Channel{f: f, rc: rc, fd: fd, wait: w}, nil
 }
 
 // Close closes the channel: the kernel destroys every id still on it
@@ -71,6 +79,7 @@ func Open() (*Channel, error) {
 // events. Idempotent.
 func (ch *Channel) Close() error {
 	ch.closed.Store(true)
+	ch.wait.Close() // wakes every WaitEvent, and waits for them to leave
 	if err := ch.f.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
 		return fmt.Errorf("ucma: close rdma_cm channel: %w", err)
 	}
@@ -89,8 +98,8 @@ func (ch *Channel) SyscallConn() (syscall.RawConn, error) {
 	return ch.rc, nil
 }
 
-// pollErr wraps an error of the runtime's poller for verb: ErrClosed once
-// the channel is closed (the poller says "use of closed file").
+// pollErr wraps an error of the channel's RawConn for verb: ErrClosed once
+// the channel is closed (RawConn.Control says "use of closed file").
 func (ch *Channel) pollErr(verb string, err error) error {
 	if ch.closed.Load() || errors.Is(err, os.ErrClosed) {
 		return fmt.Errorf("ucma: %s: %w", verb, ErrClosed)

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"sync"
 	"time"
 	"unsafe"
 
 	"github.com/pureverbs/pureverbs/uverbs"
+	"github.com/pureverbs/pureverbs/uverbs/fdwait"
 	"golang.org/x/sys/unix"
 )
 
@@ -138,47 +137,27 @@ func (e *Event) UDParam() UDParam {
 }
 
 // WaitEvent returns the next event, waiting for one while none is queued:
-// the goroutine parks in the Go runtime's poller until the channel is
-// readable, ctx is done (ctx.Err()) or the channel is closed (ErrClosed).
-// Concurrent WaitEvents take turns.
+// the goroutine parks (an fdwait.Poller wait, Netpoll) until the channel
+// is readable, ctx is done (ctx.Err()) or the channel is closed
+// (ErrClosed). Concurrent WaitEvents may each return an event; a waiter
+// that finds the queue taken waits again.
 func (ch *Channel) WaitEvent(ctx context.Context) (Event, error) {
-	ch.waitMu.Lock()
-	defer ch.waitMu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return Event{}, err
 	}
-	if ctx.Done() != nil {
-		var fired sync.WaitGroup
-		fired.Add(1)
-		stop := context.AfterFunc(ctx, func() {
-			defer fired.Done()
-			ch.f.SetReadDeadline(time.Unix(1, 0))
-		})
-		defer func() {
-			if !stop() {
-				fired.Wait()
-			}
-			ch.f.SetReadDeadline(time.Time{})
-		}()
-	}
-	var resp ucmaEventResp
-	cmd := ucmaGetEvent{Response: ptr64{unsafe.Pointer(&resp)}}
-	f := ucmaFrame[ucmaGetEvent]{hdr: ucmaCmdHdr{Cmd: ucmaCmdGetEvent, In: uint16(unsafe.Sizeof(cmd)), Out: uint16(unsafe.Sizeof(resp))}, cmd: cmd}
-	var errno unix.Errno
-	err := ch.rc.Read(func(fd uintptr) bool {
-		errno = fullIO(int(fd), unsafe.Pointer(&f), unsafe.Sizeof(f))
-		return errno != unix.EAGAIN
-	})
-	switch {
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		if cerr := ctx.Err(); cerr != nil {
-			return Event{}, cerr
+	for {
+		ev, err := ch.ReadEvent()
+		if err != errNoEvent {
+			return ev, err
 		}
-		return Event{}, fmt.Errorf("ucma: rdma_get_cm_event: %w", err)
-	case err != nil:
-		return Event{}, ch.pollErr("rdma_get_cm_event", err)
-	case errno != 0:
-		return Event{}, cmdError("rdma_get_cm_event", errno)
+		switch err := ch.wait.Wait(ctx, time.Time{}, ch.fd); {
+		case err == nil:
+		case errors.Is(err, fdwait.ErrClosed):
+			return Event{}, fmt.Errorf("ucma: rdma_get_cm_event: %w", ErrClosed)
+		case err == ctx.Err():
+			return Event{}, err
+		default:
+			return Event{}, fmt.Errorf("ucma: rdma_get_cm_event: %w", err)
+		}
 	}
-	return eventFrom(&resp), nil
 }

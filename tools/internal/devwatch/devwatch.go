@@ -39,7 +39,7 @@ func Exit(ctx *uverbs.Context, prog string, stderr io.Writer) (stop func(), err 
 	if fd < 0 {
 		return func() {}, nil
 	}
-	p, err := fdwait.New()
+	p, err := fdwait.New(fdwait.Netpoll) // a wait for the tool's life: no thread
 	if err != nil {
 		return nil, fmt.Errorf("%s: watch device %s: %w", prog, ctx.Device().Name, err)
 	}

@@ -1,0 +1,169 @@
+package fdwait
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
+	"golang.org/x/sys/unix"
+)
+
+// yieldEvery is how long a goroutine may go on waiting under Ppoll, wait
+// after wait, without passing through the scheduler; see waitThread.
+const yieldEvery = 2 * time.Millisecond
+
+// epoch is the origin of thread.yielded: a monotonic clock reading.
+var epoch = time.Now()
+
+// thread is a Ppoll Poller's state.
+type thread struct {
+	// yielded is when a Wait last went through the scheduler, in
+	// nanoseconds since epoch.
+	yielded atomic.Int64
+	// spare is a cancellation eventfd kept for the next Wait with a
+	// cancellable context, so that such a wait creates none.
+	spare atomic.Pointer[waker]
+}
+
+func (t *thread) close() {
+	if w := t.spare.Swap(nil); w != nil {
+		w.close()
+	}
+}
+
+// waitThread is Wait under Ppoll: one ppoll(2) over fds, the wake eventfd
+// and, for a context that can be cancelled, an eventfd that a
+// context.AfterFunc writes.
+//
+// Every 2 ms of waiting it yields to the Go scheduler once: a goroutine
+// whose waits are system calls never passes through the scheduler, so its
+// P keeps one scheduling tick, and after 10 ms of that the runtime's
+// monitor thread takes the P away mid-wait and then polls every 20 us for
+// a while, in case it must do so again. Under rxe those wake-ups take CPU
+// from the kernel's packet processing and the peer: a 64-byte rc-pingpong
+// -e pair ran at 1.24-1.55x C's time without the yield and 1.04-1.12x
+// with it (integration.TestEventWaitWakeups). Yielding on every wait costs
+// another thread's wake-up each time, so the yield is rationed.
+func (p *Poller) waitThread(ctx context.Context, deadline time.Time, fds []int) error {
+	cancelFD := int32(-1) // poll ignores a negative fd
+	if done := ctx.Done(); done != nil {
+		a, err := p.arm(ctx, done)
+		if err != nil {
+			return err
+		}
+		defer p.keepArmed(ctx, a)
+		cancelFD = int32(a.w.fd)
+	}
+	p.yieldBeforeWait()
+	for {
+		var ts *unix.Timespec
+		var left unix.Timespec
+		if !deadline.IsZero() {
+			d := max(time.Until(deadline), 0)
+			left = unix.NsecToTimespec(int64(d))
+			ts = &left
+		}
+		// The caller's fds first, then Close's and Wake's, then the
+		// context's.
+		var pfds [MaxFDs + 2]unix.PollFd
+		for i, fd := range fds {
+			pfds[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+		}
+		n := len(fds)
+		pfds[n] = unix.PollFd{Fd: int32(p.evfd), Events: unix.POLLIN}
+		pfds[n+1] = unix.PollFd{Fd: cancelFD, Events: unix.POLLIN}
+		ready, err := unix.Ppoll(pfds[:n+2], ts, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("fdwait: poll: %w", err)
+		}
+		switch {
+		case pfds[n].Revents != 0:
+			return p.woken()
+		case pfds[n+1].Revents != 0:
+			return ctx.Err() // the waker is this wait's own
+		}
+		for i := range n {
+			if r := pfds[i].Revents; r&(unix.POLLERR|unix.POLLNVAL) != 0 {
+				if p.closing.Load() {
+					return ErrClosed
+				}
+				return &FDError{FD: fds[i], Revents: r}
+			}
+		}
+		if ready > 0 {
+			return nil
+		}
+		if ts != nil {
+			return os.ErrDeadlineExceeded
+		}
+	}
+}
+
+// yieldBeforeWait calls runtime.Gosched when the last yield is more than
+// yieldEvery ago; see waitThread.
+func (p *Poller) yieldBeforeWait() {
+	now := int64(time.Since(epoch))
+	if now-p.yielded.Load() < int64(yieldEvery) {
+		return
+	}
+	p.yielded.Store(now)
+	runtime.Gosched()
+}
+
+// waker is an eventfd that a context.AfterFunc writes once ctx is done; a
+// Ppoll wait polls it next to the watched fds.
+type waker struct {
+	fd    int
+	fire  func() // w.write, bound once
+	watch leakcheck.Watch
+}
+
+func (w *waker) write() { unix.Write(w.fd, one[:]) }
+
+// getWaker takes the Poller's spare waker, or makes one.
+func (p *Poller) getWaker() (*waker, error) {
+	if w := p.spare.Swap(nil); w != nil {
+		return w, nil
+	}
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("fdwait: eventfd: %w", err)
+	}
+	w := &waker{fd: fd}
+	w.fire = w.write
+	w.watch = leakcheck.Object(w, "fdwait.Poller cancellation eventfd", func(fd int) { unix.Close(fd) }, fd)
+	return w, nil
+}
+
+// putWaker keeps w, unregistered, as the spare, or closes it when there is
+// one already or the Poller is closing.
+func (p *Poller) putWaker(w *waker) {
+	if p.closing.Load() || !p.spare.CompareAndSwap(nil, w) {
+		w.close()
+	}
+}
+
+// drain waits for the write of an AfterFunc that has started, so that no
+// write can reach the fd once reused or closed, and takes its count back.
+func (w *waker) drain() {
+	fds := [1]unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}
+	for {
+		var n [8]byte
+		if _, err := unix.Read(w.fd, n[:]); err == nil {
+			return
+		}
+		unix.Ppoll(fds[:], nil, nil)
+	}
+}
+
+func (w *waker) close() {
+	w.watch.Closed()
+	unix.Close(w.fd)
+}
