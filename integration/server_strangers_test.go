@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -440,19 +441,27 @@ func TestServerStrangers(t *testing.T) {
 	devs := devices(t, 2)
 	c0, c1 := hwCounters(t, devs[0]), hwCounters(t, devs[1])
 	addr := "127.0.0.1:" + strconv.Itoa(r.port)
-	snd := startPeer(t, 2*time.Minute, "rocev2-send", r.sendArgs("-n", "0", "-t", "25s", "-r", "1000", "-s", "1-2000", "-c", "4")...)
+	strangersOffRxeCPU(t)
+	snd := r.startSend(2*time.Minute, "-n", "0", "-t", "25s", "-r", "1000", "-s", "1-2000", "-c", "4")
 	r.waitStats(30*time.Second, "the sender's connection", func(s *server.Stats) bool { return s.Sessions == 1 && s.Frames > 100 })
 
 	// The strangers run in a process of their own, as they would on
 	// another host: 1000 dialling goroutines in the server's process would
 	// take its Ps from the receive loop, which is no stranger's doing.
+	sn0 := readSoftnet(t)
+	stop := make(chan struct{})
+	peaks := make(chan []uint64, 1)
+	go func() { peaks <- backlogPeaks(stop) }()
 	storm := exec.Command(os.Args[0], "-test.run=^TestStrangerStorm$", "-test.v")
 	storm.Env = append(os.Environ(), "STRANGER_STORM_ADDR="+addr)
-	if b, err := storm.CombinedOutput(); err != nil {
+	b, err := storm.CombinedOutput()
+	close(stop)
+	t.Logf("during the storm: %s\n%s counters: %v\n%s counters: %v", softnetDiff(sn0, readSoftnet(t), <-peaks),
+		devs[0], counterDiff(c0, hwCounters(t, devs[0])), devs[1], counterDiff(c1, hwCounters(t, devs[1])))
+	if err != nil {
 		t.Fatalf("the strangers' process: %v\n%s", err, b)
-	} else {
-		t.Logf("strangers: %s", grepLines(string(b), "dials"))
 	}
+	t.Logf("strangers: %s", grepLines(string(b), "dials"))
 	<-snd.done
 	out := snd.out.String()
 	if snd.err != nil {
@@ -581,6 +590,106 @@ func TestServerSlowHandler(t *testing.T) {
 func softnet() string {
 	b, _ := os.ReadFile("/proc/net/softnet_stat")
 	return string(b)
+}
+
+// strangersOffRxeCPU steers loopback's receive work to CPU 1 on arm64,
+// where oneCPUForRxe steers both veths' to CPU 0: the side channel's
+// packets (127.0.0.1) and rxe's then wait in different backlogs.
+//
+// Loopback and veth hand each packet to a CPU's backlog, a queue of at
+// most net.core.netdev_max_backlog (1000) packets; without RPS, loopback
+// uses the sending CPU's. Whenever the storm's or the server's threads
+// ran on CPU 0, their TCP packets queued in front of every rxe packet,
+// and under TCG the storm kept that queue full (arm64 6.1, loaded host,
+// 8 runs: CPU 0's backlog up to 1 786 packets, up to 4 549 dropped):
+// rxe0's ACKs were dropped ("Failed sending ACK", send_err +40) or
+// waited behind hundreds of TCP packets, the sender counted 9-21 ACK
+// timeouts per run (completer_retry_err), and twice seven of its 67 ms
+// timeouts in a row passed without an ACK: its QP failed with
+// RETRY_EXC_ERR, the server having missed nothing. With loopback on
+// CPU 1 (10 runs, as loaded), CPU 0's backlog held at most 48 packets
+// and dropped none, the sender counted 0-3 timeouts, and all passed.
+// The shared queue is the rig's: the strangers play remote clients,
+// whose packets a NIC would bring, and RoCE on a NIC never waits in it.
+// Resizing the backlog trades the wait for drops (at 100: 3 of 3 passed,
+// 10-11 timeouts per run) or lengthens it; the storm keeps its rate.
+func strangersOffRxeCPU(t *testing.T) {
+	if runtime.GOARCH != "arm64" || runtime.NumCPU() < 2 {
+		return
+	}
+	const lo = "/sys/class/net/lo/queues/rx-0/rps_cpus"
+	if err := os.WriteFile(lo, []byte("2"), 0o644); err != nil {
+		t.Fatalf("steer loopback's receive to CPU 1: %v", err)
+	}
+	t.Cleanup(func() { os.WriteFile(lo, []byte("0"), 0o644) })
+}
+
+// softnetCPU is one CPU's line of /proc/net/softnet_stat: packets dropped
+// because its backlog was full (column 2) and the times its receive
+// softirq ran out of budget (column 3).
+type softnetCPU struct{ dropped, squeezed uint64 }
+
+func readSoftnet(t *testing.T) []softnetCPU {
+	t.Helper()
+	var out []softnetCPU
+	for _, f := range softnetFields() {
+		if len(f) < 3 {
+			t.Fatalf("softnet_stat: %q", f)
+		}
+		out = append(out, softnetCPU{hexField(f[1]), hexField(f[2])})
+	}
+	return out
+}
+
+// softnetFields splits /proc/net/softnet_stat into its lines' fields.
+func softnetFields() [][]string {
+	var out [][]string
+	for _, l := range strings.Split(strings.TrimSpace(softnet()), "\n") {
+		out = append(out, strings.Fields(l))
+	}
+	return out
+}
+
+func hexField(s string) uint64 {
+	n, _ := strconv.ParseUint(s, 16, 64)
+	return n
+}
+
+// backlogPeaks samples each CPU's backlog length (softnet_stat's column
+// 12) every 5 ms until stop is closed and returns each CPU's largest.
+func backlogPeaks(stop <-chan struct{}) []uint64 {
+	var peaks []uint64
+	for {
+		select {
+		case <-stop:
+			return peaks
+		case <-time.After(5 * time.Millisecond):
+		}
+		for i, f := range softnetFields() {
+			if len(f) < 12 {
+				continue
+			}
+			for len(peaks) <= i {
+				peaks = append(peaks, 0)
+			}
+			peaks[i] = max(peaks[i], hexField(f[11]))
+		}
+	}
+}
+
+// softnetDiff says per CPU what its backlog dropped and how long it grew
+// between a and b, against netdev_max_backlog.
+func softnetDiff(a, b []softnetCPU, peaks []uint64) string {
+	limit, _ := os.ReadFile("/proc/sys/net/core/netdev_max_backlog")
+	out := []string{"netdev_max_backlog " + strings.TrimSpace(string(limit))}
+	for i := range min(len(a), len(b)) {
+		peak := "?"
+		if i < len(peaks) {
+			peak = strconv.FormatUint(peaks[i], 10)
+		}
+		out = append(out, fmt.Sprintf("CPU %d backlog up to %s packets, dropped +%d, squeezed +%d", i, peak, b[i].dropped-a[i].dropped, b[i].squeezed-a[i].squeezed))
+	}
+	return strings.Join(out, "; ")
 }
 
 func grepLines(s, pattern string) string {
