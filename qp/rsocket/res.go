@@ -22,7 +22,7 @@ type res struct {
 	buf    *uverbs.Buffer
 	rmr    *uverbs.MR
 	smr    *uverbs.MR
-	iomrs  []*uverbs.MR // IOMap's registrations
+	iomrs  []iomapMR // IOMap's registrations
 	rw     *completionWaiter
 	ww     *completionWaiter
 	mem    []byte
@@ -131,8 +131,8 @@ func (r *res) release() error {
 		add(r.q.Close())
 		r.q = nil
 	}
-	for _, mr := range r.iomrs {
-		add(mr.Close())
+	for _, m := range r.iomrs {
+		add(m.mr.Close())
 	}
 	r.iomrs = nil
 	if r.rmr != nil {
