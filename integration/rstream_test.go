@@ -238,7 +238,7 @@ func TestRstreamInteropAsync(t *testing.T) {
 
 // tools/riostream against librdmacm's riostream, both ways: 64 B, 4 KiB,
 // 64 KiB and 1 MiB with -T v (the receiver checks the last write of each
-// turn), a small -B and blocking calls. The C client binds no source (its
+// turn), a small -B, blocking calls and -T a. The C client binds no source (its
 // -b is a TODO in riostream.c).
 func TestRiostreamInterop(t *testing.T) {
 	devices(t, 2)
@@ -253,6 +253,7 @@ func TestRiostreamInterop(t *testing.T) {
 		{"1m", "-S 1048576 -C 3 -I 2 -T v", "custom 1m 3 2 12m"},
 		{"SmallRing", "-S 65536 -C 5 -I 2 -T v -B 8192", "custom 64k 5 2 1.2m"},
 		{"Blocking", "-S 4096 -C 20 -I 5 -T v -T b", "custom 4k 20 5 800k"},
+		{"Async", "-S 4096 -C 20 -I 5 -T v -T a", "custom 4k 20 5 800k"},
 	}
 	for i, tc := range cases {
 		for _, goServer := range []bool{true, false} {
