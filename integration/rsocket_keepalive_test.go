@@ -4,6 +4,7 @@ package integration
 
 import (
 	"errors"
+	"io"
 	"net"
 	"syscall"
 	"testing"
@@ -14,7 +15,8 @@ import (
 )
 
 // A peer that vanishes without a word (every frame on both veths dropped
-// by netem: no DISCONNECT message, no DREQ arrives): a Read blocked on a
+// by netem, once nothing is in flight: no DISCONNECT message, no DREQ
+// arrives, no send of the reader's is outstanding): a Read blocked on a
 // connection with Options.Keepalive ends with EIO within the keepalive
 // period plus the RC retry budget, as rsocket's keepalive (an empty RDMA
 // WRITE that the dead peer never acknowledges) makes it. The control pair
@@ -22,8 +24,20 @@ import (
 // only the keepalive notices.
 func TestRsocketKeepaliveDeadPeer(t *testing.T) {
 	const period = time.Second
-	cli, _ := rsocketPair(t, 7795, rsocket.Options{Keepalive: period})
-	quiet, _ := rsocketPair(t, 7796, rsocket.Options{})
+	cli, srv := rsocketPair(t, 7795, rsocket.Options{Keepalive: period})
+	quiet, quietSrv := rsocketPair(t, 7796, rsocket.Options{})
+	// A byte each way first: each side's first pass over its completion
+	// queue hands out the second ring half (an SGL message); sent into the
+	// blackout it would fail the connection without any keepalive.
+	for _, p := range [][2]*rsocket.Conn{{cli, srv}, {srv, cli}, {quiet, quietSrv}, {quietSrv, quiet}} {
+		if _, err := p[0].Write([]byte{1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(p[1], make([]byte, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // the last acknowledgements
 	setNetem(t, netlink.NetemQdiscAttrs{Loss: 100})
 	start := time.Now()
 	read := func(c *rsocket.Conn) <-chan error {
