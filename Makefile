@@ -99,7 +99,7 @@ itest-arm64: rxevm
 	cd integration/example && GOARCH=arm64 CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) \
 		-exec 'env -u GOARCH $(GO) tool rxevm exec' -v ./...
 
-## itest-matrix: the integration tests again on Debian 13's kernel (trixie, 6.12); not part of make test
+## itest-matrix: the integration tests again on Debian 13's kernel (trixie, 6.12) with its rdma-core 56 tools; not part of make test
 itest-matrix:
 	RXEVM_SUITE=trixie $(MAKE) itest
 

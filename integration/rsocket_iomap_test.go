@@ -140,6 +140,9 @@ func TestRsocketRiostreamInterop(t *testing.T) {
 				}
 			} else {
 				p = startPeer(t, 120*time.Second, "/usr/bin/riostream", append(args, "-b", "10.99.0.1")...)
+				// Not between its rlisten and its RDMA_IOMAPSIZE (see
+				// streamPair.try): the connection would get no iomap table.
+				time.Sleep(streamCListenSettle)
 				o.Source = cmAddr1
 				for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 					if c, err = rsocket.Dial(ctx, "10.99.0.1:"+strconv.Itoa(port), o); err == nil || time.Now().After(deadline) {

@@ -34,6 +34,13 @@ const (
 // has mapped nothing at the offset.
 var ErrNoMapping = errors.New("rsocket: no peer mapping at the offset")
 
+// iomapMR is one of IOMap's registrations and the entry of the peer's
+// iomap table it was sent to.
+type iomapMR struct {
+	mr    *uverbs.MR
+	index int
+}
+
 // iomapEntry is struct rs_iomap.
 type iomapEntry struct {
 	Offset uint64
@@ -70,7 +77,7 @@ func iomapSizeOf(scale uint8) int {
 // b's address, as in riomap. The mapping's descriptor goes to the peer at
 // once, in order with the data written before it; it needs a free entry in
 // the peer's iomap table (the peer's Options.IOMapSize, riostream's 1).
-// The memory stays registered until Close.
+// The memory stays registered until IOUnmap or Close.
 func (c *Conn) IOMap(b *uverbs.Buffer, offset int64) (int64, error) {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
@@ -93,7 +100,7 @@ func (c *Conn) IOMap(b *uverbs.Buffer, offset int64) (int64, error) {
 	if err != nil {
 		return 0, c.opErr("iomap", err)
 	}
-	c.r.iomrs = append(c.r.iomrs, mr)
+	c.r.iomrs = append(c.r.iomrs, iomapMR{mr, index})
 	if offset == -1 {
 		offset = int64(mr.Addr())
 	}
@@ -135,6 +142,36 @@ func (c *Conn) IOMap(b *uverbs.Buffer, offset int64) (int64, error) {
 	c.sqeAvail--
 	c.sbufAvail -= iomapLen
 	return offset, nil
+}
+
+// IOUnmap ends IOMap's mapping of b (riounmap): b is no longer registered
+// and its entry in the peer's iomap table is free for the next IOMap, which
+// overwrites it there. Nothing is sent, as rsocket sends nothing
+// (riounmap, librdmacm/rsocket.c:4182-4213, only deregisters): the peer
+// keeps the entry and an IOWrite of its into b after this fails its
+// connection with a remote access error, so the two sides agree on when
+// first (riostream unmaps after each test's last exchange). b itself stays
+// the caller's. A b IOMap did not map is EINVAL.
+func (c *Conn) IOUnmap(b *uverbs.Buffer) error {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return c.opErr("iounmap", net.ErrClosed)
+	}
+	for i, m := range c.r.iomrs {
+		if m.mr.Buffer() != b {
+			continue
+		}
+		c.r.iomrs = append(c.r.iomrs[:i], c.r.iomrs[i+1:]...)
+		c.peerIOMapUsed[m.index] = false
+		if err := m.mr.Close(); err != nil {
+			return c.opErr("iounmap", err)
+		}
+		return nil
+	}
+	return c.opErr("iounmap", fmt.Errorf("rsocket: buffer not mapped by IOMap: %w", unix.EINVAL))
 }
 
 // IOWrite writes p into the peer's mapped memory at offset (riowrite): by

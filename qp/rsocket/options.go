@@ -59,9 +59,16 @@ type Options struct {
 	// (RDMA_IOMAPSIZE; at most MaxIOMapSize): the peer's IOMap (riomap)
 	// needs a free one. 0 means none, rsocket's default.
 	IOMapSize int
-	// Keepalive, if positive, sends an empty RDMA WRITE after that much
-	// idle time, so that a dead peer surfaces as an error (SO_KEEPALIVE
-	// with TCP_KEEPIDLE).
+	// Keepalive, if positive, sends an empty RDMA WRITE every period
+	// (SO_KEEPALIVE with TCP_KEEPIDLE; rsocket's service thread sends one
+	// each keepalive_time whether the connection is idle or not,
+	// librdmacm/rsocket.c:4659-4701), so that a peer that vanished
+	// without a word surfaces: the write is never acknowledged and fails
+	// after the RC retries, and a blocked Read or Write returns EIO (on
+	// rxe, measured with a 1 s period: 15.6 s on 6.1, 5.2 s on 6.12). rsocket's rrecv returns 0
+	// there, an end of stream (rs_conn_have_rdata, rsocket.c:2454);
+	// Read reports the error instead, io.EOF being kept for the peer's
+	// shutdown.
 	Keepalive time.Duration
 	// ResolveTimeout bounds address and route resolution; 0 means 2 s.
 	ResolveTimeout time.Duration

@@ -23,7 +23,7 @@ type res struct {
 	buf    *uverbs.Buffer
 	rmr    *uverbs.MR
 	smr    *uverbs.MR
-	iomrs  []*uverbs.MR   // IOMap's registrations
+	iomrs  []iomapMR      // IOMap's registrations
 	rw     *fdwait.Poller // Read's and Close's waits; see wait.go
 	ww     *fdwait.Poller // Write's and CloseWrite's
 	mem    []byte
@@ -132,8 +132,8 @@ func (r *res) release() error {
 		add(r.q.Close())
 		r.q = nil
 	}
-	for _, mr := range r.iomrs {
-		add(mr.Close())
+	for _, m := range r.iomrs {
+		add(m.mr.Close())
 	}
 	r.iomrs = nil
 	if r.rmr != nil {

@@ -16,7 +16,10 @@
 // last write of each turn carries a running byte counter in all but the
 // last byte, which the receiver checks. Without -I, -C or -S the run is
 // the C tool's default (latency then bandwidth connections at 64 B, 4 KiB,
-// 64 KiB and 1 MiB). Unlike the C client, -b binds the client too.
+// 64 KiB and 1 MiB). Unlike the C client, -b binds the client too. -T n
+// (the default), -T b and -T a choose the calls as in rstream (see
+// streamperf.Calls); the receiver's spin on its last byte is the same in
+// every mode.
 package main
 
 import (
@@ -91,13 +94,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, nw stream
 			fmt.Fprintf(stderr, "riomap: %s\n", streamperf.Strerror(unix.EOPNOTSUPP))
 			return 0, unix.EOPNOTSUPP
 		}
-		return test(c, iom, o.Server != "", o.Verify, pattern, t, stdout, stderr)
+		return test(c, iom, streamperf.CallsOf(o), o.Server != "", o.Verify, pattern, t, stdout, stderr)
 	}
 	return r.Run(ctx)
 }
 
 // test is riostream's run_test.
-func test(c net.Conn, iom iomapper, client, verify bool, pattern *streamperf.Pattern, t streamperf.Test, stdout, stderr io.Writer) (time.Duration, error) {
+func test(c net.Conn, iom iomapper, calls streamperf.Calls, client, verify bool, pattern *streamperf.Pattern, t streamperf.Test, stdout, stderr io.Writer) (time.Duration, error) {
 	if t.Size < 1 {
 		fmt.Fprintf(stderr, "riomap: %s\n", streamperf.Strerror(unix.EINVAL))
 		return 0, unix.EINVAL
@@ -107,7 +110,7 @@ func test(c net.Conn, iom iomapper, client, verify bool, pattern *streamperf.Pat
 		fmt.Fprintf(stderr, "riomap: %s\n", streamperf.Strerror(err))
 		return 0, err
 	}
-	elapsed, err := exchange(c, iom, w, client, verify, pattern, t, stdout, stderr)
+	elapsed, err := exchange(c, iom, calls, w, client, verify, pattern, t, stdout, stderr)
 	if cerr := w.Close(); cerr != nil && err == nil {
 		fmt.Fprintf(stderr, "riounmap: %s\n", streamperf.Strerror(cerr))
 		err = cerr
@@ -116,7 +119,7 @@ func test(c net.Conn, iom iomapper, client, verify bool, pattern *streamperf.Pat
 }
 
 // exchange runs the sync and the iterations over a mapped window.
-func exchange(c net.Conn, iom iomapper, w window, client, verify bool, pattern *streamperf.Pattern, t streamperf.Test, stdout, stderr io.Writer) (time.Duration, error) {
+func exchange(c net.Conn, iom iomapper, calls streamperf.Calls, w window, client, verify bool, pattern *streamperf.Pattern, t streamperf.Test, stdout, stderr io.Writer) (time.Duration, error) {
 	buf := w.Bytes()
 	last := t.Size - 1
 	// Before the peer can write (its first write follows the sync), as the
@@ -125,14 +128,14 @@ func exchange(c net.Conn, iom iomapper, w window, client, verify bool, pattern *
 	// The sync has a buffer of its own: through the window (as the C
 	// tool's goes) it would overwrite the marker of a buffer of 16 bytes
 	// or less.
-	s := &streamperf.Stream{Conn: c, Buf: make([]byte, streamperf.SyncSize), Out: stdout, Err: stderr}
+	s := &streamperf.Stream{Conn: c, Buf: make([]byte, streamperf.SyncSize), Out: stdout, Err: stderr, Calls: calls}
 	if err := streamperf.Sync(client, s.SendMsg, s.RecvMsg); err != nil {
 		return 0, err
 	}
 	var marker byte
 	send := func() error {
 		for range t.Count - 1 {
-			if err := write(iom, buf[:t.Size], stderr); err != nil {
+			if err := write(c, iom, calls, buf[:t.Size], stderr); err != nil {
 				return err
 			}
 		}
@@ -141,7 +144,7 @@ func exchange(c net.Conn, iom iomapper, w window, client, verify bool, pattern *
 		if verify {
 			pattern.Fill(buf[:last])
 		}
-		return write(iom, buf[:t.Size], stderr)
+		return write(c, iom, calls, buf[:t.Size], stderr)
 	}
 	recv := func() error {
 		if err := await(c, w, marker, stderr); err != nil {
@@ -219,15 +222,27 @@ func probe(c net.Conn) error {
 }
 
 // write is riostream's send_xfer: the whole buffer into the peer's window
-// at the same offsets.
-func write(iom iomapper, b []byte, stderr io.Writer) error {
+// at the same offsets, by non-blocking calls unless -T b (see
+// streamperf.Calls): each gives up SpinTick after it would wait, and the
+// next starts again at rsocket's first message size, as riowrite with
+// MSG_DONTWAIT does.
+func write(c net.Conn, iom iomapper, calls streamperf.Calls, b []byte, stderr io.Writer) error {
 	for off := 0; off < len(b); {
+		if calls.NonBlocking {
+			if err := c.SetWriteDeadline(time.Now().Add(streamperf.SpinTick)); err != nil {
+				fmt.Fprintf(stderr, "riowrite: %s\n", streamperf.Strerror(err))
+				return err
+			}
+		}
 		n, err := iom.IOWrite(b[off:], int64(off))
-		if err != nil {
+		off += n
+		if err != nil && !(calls.NonBlocking && errors.Is(err, os.ErrDeadlineExceeded)) {
 			fmt.Fprintf(stderr, "riowrite: %s\n", streamperf.Strerror(err))
 			return err
 		}
-		off += n
+	}
+	if calls.NonBlocking {
+		return c.SetWriteDeadline(time.Time{})
 	}
 	return nil
 }

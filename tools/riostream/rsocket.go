@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 
 	"github.com/pureverbs/pureverbs/qp/rsocket"
 	"github.com/pureverbs/pureverbs/tools/internal/streamperf"
@@ -51,9 +52,8 @@ func wrapIOMap(c net.Conn) net.Conn {
 	return c
 }
 
-// iomapConn is an rsocket connection with the buffers it mapped. qp/rsocket
-// has no riounmap: a mapping lives as long as the connection, so its buffer
-// is unmapped after the connection closes.
+// iomapConn is an rsocket connection with the buffers it mapped and has
+// not unmapped yet.
 type iomapConn struct {
 	*rsocket.Conn
 	bufs []*uverbs.Buffer
@@ -69,10 +69,20 @@ func (c *iomapConn) IOMap(size int) (window, error) {
 		return nil, errors.Join(err, b.Close())
 	}
 	c.bufs = append(c.bufs, b)
-	return bufferWindow{b}, nil
+	return bufferWindow{c, b}, nil
 }
 
-// Close closes the connection, then unmaps its buffers.
+// unmap is riounmap, then the buffer's release.
+func (c *iomapConn) unmap(b *uverbs.Buffer) error {
+	i := slices.Index(c.bufs, b)
+	if i < 0 {
+		return nil // the connection closed first
+	}
+	c.bufs = slices.Delete(c.bufs, i, i+1)
+	return errors.Join(c.Conn.IOUnmap(b), b.Close())
+}
+
+// Close closes the connection, then releases the buffers still mapped.
 func (c *iomapConn) Close() error {
 	err := c.Conn.Close()
 	for _, b := range c.bufs {
@@ -84,11 +94,14 @@ func (c *iomapConn) Close() error {
 
 // bufferWindow is a mapped uverbs.Buffer; its last byte is read with an
 // atomic load.
-type bufferWindow struct{ b *uverbs.Buffer }
+type bufferWindow struct {
+	c *iomapConn
+	b *uverbs.Buffer
+}
 
 func (w bufferWindow) Bytes() []byte  { return w.b.Bytes() }
 func (w bufferWindow) LastByte() byte { return w.b.LoadByte(w.b.Len() - 1) }
 
-// Close is riounmap's place; the mapping lives with the connection
-// (iomapConn.Close).
-func (w bufferWindow) Close() error { return nil }
+// Close unmaps the window (riounmap), as the C tool does after each test,
+// so that the next test's mapping takes the peer's table entry again.
+func (w bufferWindow) Close() error { return w.c.unmap(w.b) }

@@ -14,8 +14,12 @@
 // or -S the run is the C tool's default: a connection of latency tests at
 // 64 B, 4 KiB, 64 KiB and 1 MiB (-S all: and the sizes between), then one
 // of bandwidth tests. -T s runs over kernel TCP instead (-T f the same: the
-// server does not fork). Calls block in every mode: -T n, -T b and -T a
-// change nothing on the wire.
+// server does not fork). Calls are non-blocking by default and with -T n
+// (a deadline 1 ms ahead, its timeout the C tool's EAGAIN, the call
+// repeated; a write restarts at rsocket's 2 KiB first message, as the C
+// tool's next rsend does), blocking with -T b (whole writes, MSG_WAITALL
+// reads); -T a waits for data before reading, as after poll (see
+// streamperf.Calls).
 package main
 
 import (
@@ -58,7 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	buf := make([]byte, n)
 	pattern := new(streamperf.Pattern)
 	r.Test = func(_ context.Context, c net.Conn, t streamperf.Test) (time.Duration, error) {
-		s := &streamperf.Stream{Conn: c, Buf: buf, Verify: o.Verify, Pattern: pattern, Out: stdout, Err: stderr}
+		s := &streamperf.Stream{Conn: c, Buf: buf, Verify: o.Verify, Pattern: pattern, Out: stdout, Err: stderr, Calls: streamperf.CallsOf(o)}
 		return test(s, o.Server != "", t)
 	}
 	return r.Run(ctx)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"syscall"
 	"time"
 	"unicode"
@@ -61,15 +62,20 @@ func (r *Runner) Run(ctx context.Context) int {
 		if err != nil {
 			return r.failed(map[bool]string{true: "raccept", false: "rconnect"}[ln != nil], err)
 		}
+		passed := true
 		for _, t := range conn.Tests {
 			elapsed, err := r.Test(ctx, c, t)
 			if err != nil {
 				if o.Custom {
 					status = 255
 				}
+				passed = false
 				break
 			}
 			fmt.Fprint(r.Out, PerfLine(t, elapsed))
+		}
+		if ln != nil && passed {
+			awaitClose(c)
 		}
 		// The C tools ignore rclose's result; it is reported here, the
 		// status kept theirs.
@@ -78,6 +84,23 @@ func (r *Runner) Run(ctx context.Context) int {
 		}
 	}
 	return status
+}
+
+// closeWait bounds how long a server waits for the client to close first.
+const closeWait = 2 * time.Second
+
+// awaitClose waits, up to closeWait, for the client to close the
+// connection after the last test, dropping anything it still sends. The C
+// server closes at once, and a C client under -T a then often fails: its
+// poll reports the disconnect (POLLHUP, librdmacm/rsocket.c:3256) with the
+// last transfer still unread, and its do_poll gives up on POLLHUP even
+// beside POLLIN (librdmacm/examples/common.c:171). Closing second costs a
+// client that closes nothing.
+func awaitClose(c net.Conn) {
+	if c.SetReadDeadline(time.Now().Add(closeWait)) != nil {
+		return
+	}
+	io.Copy(io.Discard, c)
 }
 
 // connect is the C tools' server_connect or client_connect.
@@ -130,7 +153,7 @@ func Strerror(err error) string {
 }
 
 // Stream moves a test's data over one connection: the C tools' send and
-// receive loops, with -T v's pattern.
+// receive loops, with -T v's pattern and the calls of -T n, -T b and -T a.
 type Stream struct {
 	Conn    net.Conn
 	Buf     []byte
@@ -138,6 +161,89 @@ type Stream struct {
 	Pattern *Pattern  // shared by every test of a run, as the C tools' counters are
 	Out     io.Writer // where a verification failure is reported (stdout, as C's printf)
 	Err     io.Writer // where a failed call is reported (stderr, as C's perror)
+	Calls   Calls
+}
+
+// Calls is how a Stream calls its connection, as the C tools' -T options
+// make theirs call rsend and rrecv. A net.Conn has no MSG_DONTWAIT and no
+// poll: a call that returns rather than wait is one with a deadline
+// SpinTick ahead, its timeout the C tools' EAGAIN.
+type Calls struct {
+	// NonBlocking is the default and -T n: every send and receive is
+	// such a call, repeated until the transfer is done, as the C tools
+	// spin on EAGAIN. A send that cannot go on returns what it wrote and
+	// the next starts again at rsocket's first (2 KiB) message, as the C
+	// tools' next rsend does. Off (-T b): one blocking write of the whole
+	// transfer and reads until it has all arrived (MSG_WAITALL).
+	NonBlocking bool
+	// Async (-T a) polls before each call: with NonBlocking, a receive
+	// waits for data without a deadline (poll's POLLIN) and takes what
+	// has arrived; sends stay as NonBlocking's (poll's POLLOUT and a
+	// send that stops when it would wait). Blocking calls wait anyway.
+	Async bool
+}
+
+// CallsOf returns the calls o's -T options ask for.
+func CallsOf(o *Options) Calls { return Calls{NonBlocking: o.DontWait, Async: o.Async} }
+
+// SpinTick is how far ahead a non-blocking call's deadline is: long
+// enough that the call reaches the connection before it passes (a passed
+// deadline fails a call before it tries), short enough to stand for
+// "would block".
+const SpinTick = time.Millisecond
+
+// spin runs call, which sets its own deadline SpinTick ahead, until it
+// has moved size bytes, counting a timeout as EAGAIN.
+func spin(size int, call func(off int) (int, error)) error {
+	for off := 0; off < size; {
+		n, err := call(off)
+		off += n
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Write writes b to c as calls says, returning the first error that is
+// not a non-blocking call's timeout.
+func (calls Calls) Write(c net.Conn, b []byte) error {
+	if !calls.NonBlocking {
+		_, err := c.Write(b)
+		return err
+	}
+	err := spin(len(b), func(off int) (int, error) {
+		if err := c.SetWriteDeadline(time.Now().Add(SpinTick)); err != nil {
+			return 0, err
+		}
+		return c.Write(b[off:])
+	})
+	if derr := c.SetWriteDeadline(time.Time{}); err == nil {
+		err = derr
+	}
+	return err
+}
+
+// Read fills b from c as calls says.
+func (calls Calls) Read(c net.Conn, b []byte) error {
+	if !calls.NonBlocking || calls.Async {
+		_, err := io.ReadFull(c, b)
+		return err
+	}
+	err := spin(len(b), func(off int) (int, error) {
+		if err := c.SetReadDeadline(time.Now().Add(SpinTick)); err != nil {
+			return 0, err
+		}
+		n, err := c.Read(b[off:])
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return n, err
+	})
+	if derr := c.SetReadDeadline(time.Time{}); err == nil {
+		err = derr
+	}
+	return err
 }
 
 // Send writes the first size bytes of the buffer, filled with the
@@ -153,7 +259,7 @@ func (s *Stream) Send(size int) error {
 // SendMsg writes the first size bytes of the buffer as they are
 // (riostream's send_msg).
 func (s *Stream) SendMsg(size int) error {
-	if _, err := s.Conn.Write(s.Buf[:size]); err != nil {
+	if err := s.Calls.Write(s.Conn, s.Buf[:size]); err != nil {
 		fmt.Fprintf(s.Err, "rsend: %s\n", Strerror(err))
 		return err
 	}
@@ -177,7 +283,7 @@ func (s *Stream) Recv(size int) error {
 
 // RecvMsg reads size bytes into the buffer (riostream's recv_msg).
 func (s *Stream) RecvMsg(size int) error {
-	if _, err := io.ReadFull(s.Conn, s.Buf[:size]); err != nil {
+	if err := s.Calls.Read(s.Conn, s.Buf[:size]); err != nil {
 		fmt.Fprintf(s.Err, "rrecv: %s\n", Strerror(err))
 		return err
 	}

@@ -29,7 +29,8 @@ var PeerPackages = []string{
 }
 
 // ForeignPeerPackages are added for a guest architecture other than the
-// host's: the C runtime and the libraries the host would otherwise supply.
+// host's, or a suite other than the machine's: the C runtime and the
+// libraries the host would otherwise supply.
 var ForeignPeerPackages = []string{
 	"libc6", "libgcc-s1", "liblzma5", "libudev1", "zlib1g", "libcap2",
 }
@@ -255,9 +256,13 @@ func (c *Cache) depmod(dir string) error {
 }
 
 // Peers returns the directory holding rdma-core's C tools, unpacked. They
-// come from the machine's own suite whatever the kernel's: the uverbs ABI
-// they speak is kept stable across kernels. A foreign architecture's tools
-// come with that architecture's C runtime.
+// come from the kernel's suite, so each Debian release is tested against its
+// own rdma-core (bookworm's 44 on 6.1, trixie's 56 on 6.12): the machine's
+// own packages for DefaultSuite on the host's architecture, otherwise the
+// suite's and architecture's packages with that release's C runtime
+// (ForeignPeerPackages), so the tools never meet a C library older than the
+// one they were built for. Each suite and architecture has its own
+// directory: peers, peers-<arch>, peers-<suite>, peers-<arch>-<suite>.
 func (c *Cache) Peers() (string, error) {
 	unlock, err := c.Lock()
 	if err != nil {
@@ -265,19 +270,46 @@ func (c *Cache) Peers() (string, error) {
 	}
 	defer unlock()
 	a := c.arch()
-	if !a.Foreign() {
+	suite := c.suite()
+	pkgs := PeerPackagesFor(suite)
+	if !a.Foreign() && suite == DefaultSuite {
 		dir := filepath.Join(c.Dir, "peers")
-		return dir, c.unpack(dir, nil, PeerPackages, nil)
+		return dir, c.unpack(dir, nil, pkgs, nil)
 	}
-	apt, err := (&Cache{Dir: c.Dir, Arch: a, Log: c.Log, exec: c.exec}).aptOptions()
+	apt, err := (&Cache{Dir: c.Dir, Suite: c.Suite, Arch: a, Log: c.Log, exec: c.exec}).aptOptions()
 	if err != nil {
 		return "", err
 	}
 	if err := c.ensureLists(apt); err != nil {
 		return "", err
 	}
-	dir := filepath.Join(c.Dir, "peers-"+a.Deb)
-	return dir, c.unpack(dir, apt, append(append([]string{}, PeerPackages...), ForeignPeerPackages...), nil)
+	name := "peers"
+	if a.Foreign() {
+		name += "-" + a.Deb
+	}
+	if suite != DefaultSuite {
+		name += "-" + suite
+	}
+	dir := filepath.Join(c.Dir, name)
+	return dir, c.unpack(dir, apt, append(pkgs, ForeignPeerPackages...), nil)
+}
+
+// peerRenames are PeerPackages' names in suites that renamed them (trixie's
+// 64-bit time_t transition gave librdmacm a new package name).
+var peerRenames = map[string]map[string]string{
+	"trixie": {"librdmacm1": "librdmacm1t64"},
+}
+
+// PeerPackagesFor returns PeerPackages as suite names them, in a new slice.
+func PeerPackagesFor(suite string) []string {
+	out := make([]string, len(PeerPackages))
+	for i, p := range PeerPackages {
+		out[i] = p
+		if r, ok := peerRenames[suite][p]; ok {
+			out[i] = r
+		}
+	}
+	return out
 }
 
 // ensureLists runs apt-get update for a private apt state that has never

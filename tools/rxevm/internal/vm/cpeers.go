@@ -89,9 +89,14 @@ func (c *Cache) buildCPeer(cc string, a Arch, source, include, peers string) (st
 	}
 	tmp := fmt.Sprintf("%s.tmp-%d", bin, os.Getpid())
 	defer os.Remove(tmp)
+	// The libraries may come from a newer release than the host's C
+	// library (trixie's peers on a bookworm host) and use its symbols:
+	// they are resolved in the guest, against the C library unpacked with
+	// them, so the link leaves them to it.
 	args := []string{"-O2", "-Wall", "-I", include, "-o", tmp, source,
 		"-L", libs, "-l:librdmacm.so.1", "-l:libibverbs.so.1",
-		"-Wl,-rpath-link," + libs + ":" + filepath.Join(peers, "lib", a.Triple)}
+		"-Wl,-rpath-link," + libs + ":" + filepath.Join(peers, "lib", a.Triple),
+		"-Wl,--allow-shlib-undefined"}
 	if c.Log != nil {
 		fmt.Fprintf(c.Log, "rxevm: compiling C peer %s for %s\n", name, a.GOARCH)
 	}

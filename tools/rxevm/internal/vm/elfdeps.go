@@ -28,7 +28,7 @@ func neededIn(root, triple string, elfs, extra []string) ([]guestLib, error) {
 			return nil
 		}
 		seen[guest] = true
-		host, err := resolveIn(root, guest)
+		host, err := resolveMergedIn(root, guest)
 		if err != nil {
 			return err
 		}
@@ -80,7 +80,7 @@ func neededIn(root, triple string, elfs, extra []string) ([]guestLib, error) {
 			if err := add(g); err != nil {
 				return nil, err
 			}
-			host, _ := resolveIn(root, g)
+			host, _ := resolveMergedIn(root, g)
 			queue = append(queue, host)
 		}
 	}
@@ -109,6 +109,26 @@ func elfNeeds(file string) (interp string, needed []string, err error) {
 		return "", nil, fmt.Errorf("rxevm: %s: DT_NEEDED: %w", file, err)
 	}
 	return interp, needed, nil
+}
+
+// resolveMergedIn is resolveIn for a tree of merged-/usr packages
+// (trixie's): they ship /usr/lib64/ld-linux-x86-64.so.2 but not the /lib64
+// link a system gets from base-files, so a path under /lib, /lib64, /bin or
+// /sbin missing from the tree is looked up under /usr as well.
+func resolveMergedIn(root, p string) (string, error) {
+	host, err := resolveIn(root, p)
+	if err == nil {
+		return host, nil
+	}
+	clean := path.Clean("/" + p)
+	for _, top := range []string{"/lib/", "/lib64/", "/bin/", "/sbin/"} {
+		if strings.HasPrefix(clean, top) {
+			if h, uerr := resolveIn(root, "/usr"+clean); uerr == nil {
+				return h, nil
+			}
+		}
+	}
+	return "", err
 }
 
 // resolveIn follows symbolic links for guest path p inside root (absolute

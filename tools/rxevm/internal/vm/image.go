@@ -122,9 +122,10 @@ func (im *Image) Build(path string) error {
 
 // addPeers copies rdma-core's programs, the librxe provider libibverbs
 // dlopens (which ldd cannot see) and every shared library they need: found
-// by ldd with the host's C runtime for the host's architecture, and from
-// the ELF files' own DT_NEEDED entries within the unpacked tree (which
-// holds that architecture's C runtime) for a foreign one.
+// by ldd with the host's C runtime for the machine's own packages, and from
+// the ELF files' own DT_NEEDED entries within the unpacked tree for a tree
+// that carries its own C runtime (a foreign architecture's, or another
+// suite's: the host's ldd cannot load a newer libc).
 func addPeers(a *Archive, root string, arch Arch) error {
 	multiarch := "usr/lib/" + arch.Triple
 	var elfs []string
@@ -159,7 +160,7 @@ func addPeers(a *Archive, root string, arch Arch) error {
 		}
 		elfs = append(elfs, p)
 	}
-	if arch.Foreign() {
+	if arch.Foreign() || ownRuntime(root, arch) {
 		libs, err := neededIn(root, arch.Triple, elfs, []string{"libgcc_s.so.1"})
 		if err != nil {
 			return err
@@ -196,6 +197,17 @@ func addPeers(a *Archive, root string, arch Arch) error {
 		}
 	}
 	return nil
+}
+
+// ownRuntime reports whether an unpacked tree carries a C library of its
+// own (see Cache.Peers).
+func ownRuntime(root string, arch Arch) bool {
+	for _, d := range []string{"usr/lib/", "lib/"} {
+		if _, err := resolveIn(root, d+arch.Triple+"/libc.so.6"); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // sharedLibs runs ldd on an ELF file and returns the libraries it resolves.
