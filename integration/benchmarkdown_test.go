@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -18,12 +19,26 @@ import (
 	"github.com/pureverbs/pureverbs/integration/internal/ratio"
 )
 
-// benchMarkdown prints a bench's Markdown table as section name (package
-// benchmd: between <!-- bench:name begin --> and end markers, headed by
-// commit, kernel, mode and date) when RXEVM_BENCH_MARKDOWN=1 asks; the make
-// bench targets set it and splice the section into the tool's README. The
+// benchMarkdown prints a bench's Markdown table as section name plus the
+// kernel's series (package benchmd: between <!-- bench:name-6_1 begin -->
+// and end markers, headed by commit, kernel, mode and date) when
+// RXEVM_BENCH_MARKDOWN=1 asks; the make bench targets set it and splice
+// the section into the tool's README, which keeps a table per kernel. The
 // commit comes from the host in RXEVM_BENCH_COMMIT: the guest has no git.
 func benchMarkdown(name, table string) error { return writeBenchMarkdown(os.Stdout, name, table) }
+
+// kernelSeries is a release's major and minor number as a section name
+// takes them ("6.12.57+deb13-amd64" is "6_12"), "" for one that does not
+// start so.
+func kernelSeries(release string) string {
+	m := kernelSeriesRE.FindStringSubmatch(release)
+	if m == nil {
+		return ""
+	}
+	return m[1] + "_" + m[2]
+}
+
+var kernelSeriesRE = regexp.MustCompile(`^(\d+)\.(\d+)`)
 
 func writeBenchMarkdown(w io.Writer, name, table string) error {
 	if os.Getenv("RXEVM_BENCH_MARKDOWN") != "1" {
@@ -33,6 +48,9 @@ func writeBenchMarkdown(w io.Writer, name, table string) error {
 	kernel := ""
 	if err := unix.Uname(&uts); err == nil {
 		kernel = unix.ByteSliceToString(uts.Release[:])
+	}
+	if series := kernelSeries(kernel); series != "" {
+		name += "-" + series
 	}
 	sec, err := benchmd.Section(name, benchmd.Meta{
 		Commit: os.Getenv("RXEVM_BENCH_COMMIT"),
@@ -145,9 +163,16 @@ func TestBenchMarkdown(t *testing.T) {
 	}
 	var uts unix.Utsname
 	unix.Uname(&uts)
-	head := fmt.Sprintf("<!-- bench:server begin -->\nMeasured on commit 0123abcd, kernel %s, %s, ", unix.ByteSliceToString(uts.Release[:]), benchMode())
-	if sec := sections["server"]; !strings.HasPrefix(sec, head) || !strings.HasSuffix(sec, ".\n\n"+table+"<!-- bench:server end -->\n") {
-		t.Errorf("section:\n%s\nwant it to start %q and end with the table", sec, head)
+	release := unix.ByteSliceToString(uts.Release[:])
+	name := "server-" + kernelSeries(release)
+	head := fmt.Sprintf("<!-- bench:%s begin -->\nMeasured on commit 0123abcd, kernel %s, %s, ", name, release, benchMode())
+	if sec := sections[name]; !strings.HasPrefix(sec, head) || !strings.HasSuffix(sec, ".\n\n"+table+"<!-- bench:"+name+" end -->\n") {
+		t.Errorf("section %s:\n%s\nwant it to start %q and end with the table", name, sec, head)
+	}
+	for release, want := range map[string]string{"6.1.0-57-amd64": "6_1", "6.12.57+deb13-amd64": "6_12", "": "", "x6.1": ""} {
+		if got := kernelSeries(release); got != want {
+			t.Errorf("kernelSeries(%q) = %q, want %q", release, got, want)
+		}
 	}
 }
 

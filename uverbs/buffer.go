@@ -3,6 +3,7 @@ package uverbs
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -29,7 +30,7 @@ type BufferOptions struct {
 // Buffer is off-heap memory for RDMA: an anonymous private mapping, page
 // aligned, excluded from fork (MADV_DONTFORK, so a child's copy-on-write
 // never moves pages the device writes to). The Go garbage collector neither
-// sees nor moves it. Register it with PD.RegisterMR; Close unmaps it.
+// sees nor moves it. Register it with PD.RegisterMR; Close releases it.
 //
 // The memory outlives every slice Bytes returned until Close: a Buffer
 // dropped without Close is never unmapped behind its slices (the garbage
@@ -41,11 +42,7 @@ type Buffer struct {
 	mem    []byte // the whole mapping, as Mmap returned it; never changed
 	size   int    // bytes asked for
 	watch  leakcheck.Watch
-	closed atomic.Bool // set by Close before it unmaps
-	// mapped is read-held by LoadByte across its check of closed and its
-	// load, and write-held by Close across the unmap: a load never reads
-	// an unmapped page (a fatal fault, not a panic).
-	mapped sync.RWMutex
+	closed atomic.Bool // set by Close before it releases the memory
 
 	mu   sync.Mutex
 	regs int // live memory regions on this buffer
@@ -108,9 +105,14 @@ func (b *Buffer) Len() int { return b.size }
 // size).
 func (b *Buffer) MappedLen() int { return len(b.mem) }
 
-// Close unmaps the buffer. It refuses while memory regions registered on the
-// buffer are open, since the device may still access the memory. Close is
-// idempotent.
+// Close releases the buffer's memory. It refuses while memory regions
+// registered on the buffer are open, since the device may still access the
+// memory. Close is idempotent.
+//
+// The memory goes at once: the range is remapped in place to read-only
+// zero pages, which hold no memory. The address range itself is unmapped
+// once the Buffer is unreachable, so that a LoadByte racing with Close
+// (it holds the Buffer) reads 0 rather than faulting on an unmapped page.
 func (b *Buffer) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -120,12 +122,13 @@ func (b *Buffer) Close() error {
 	if n := b.regs; n != 0 {
 		return fmt.Errorf("uverbs: buffer still registered by %d memory regions: %w", n, unix.EBUSY)
 	}
-	b.mapped.Lock()
-	defer b.mapped.Unlock()
 	b.closed.Store(true)
 	b.watch.Closed()
-	if err := unix.Munmap(b.mem); err != nil {
-		return fmt.Errorf("uverbs: munmap: %w", err)
+	runtime.AddCleanup(b, func(mem []byte) { unix.Munmap(mem) }, b.mem)
+	if _, err := unix.MmapPtr(-1, 0, unsafe.Pointer(unsafe.SliceData(b.mem)), uintptr(len(b.mem)), unix.PROT_READ,
+		unix.MAP_FIXED|unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE); err != nil {
+		// The range is as it was; the cleanup still unmaps it.
+		return fmt.Errorf("uverbs: mmap over the closed buffer: %w", err)
 	}
 	return nil
 }

@@ -1,6 +1,14 @@
 package uverbs
 
-import "testing"
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
 
 // LoadByte sees every byte where Bytes put it, at every offset of a
 // word, and allocates nothing.
@@ -65,5 +73,79 @@ func TestBufferLoadByteAfterClose(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-done
+	}
+}
+
+// Close gives the memory back at once (the range holds no pages) and the
+// address range once the Buffer is unreachable, not before: a LoadByte
+// racing with Close must find it mapped.
+func TestBufferCloseReleasesMemoryThenRange(t *testing.T) {
+	const size = 1 << 20
+	b, err := NewBuffer(size, BufferOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := b.Addr()
+	for i := range b.Bytes() {
+		b.Bytes()[i] = 1
+	}
+	if kb, ok := rangeRss(t, start); !ok || kb < size/1024 {
+		t.Fatalf("before Close: the range holds %d kB (mapped %v), want %d", kb, ok, size/1024)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if kb, ok := rangeRss(t, start); !ok || kb != 0 {
+		t.Fatalf("after Close: the range holds %d kB (mapped %v), want 0 kB and still mapped", kb, ok)
+	}
+	if got := b.LoadByte(size - 1); got != 0 {
+		t.Fatalf("LoadByte after Close = %d", got)
+	}
+	runtime.KeepAlive(b)
+	b = nil
+	for range 20 {
+		runtime.GC()
+		if _, ok := rangeRss(t, start); !ok {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the closed Buffer's address range is still mapped after it became unreachable")
+}
+
+// rangeRss is the resident size in kB of the mapping starting at addr,
+// from /proc/self/smaps, and whether there is one.
+func rangeRss(t *testing.T, addr uint64) (kb int, ok bool) {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Skip(err)
+	}
+	prefix := fmt.Sprintf("%x-", addr)
+	in := false
+	for line := range strings.Lines(string(data)) {
+		if f := strings.Fields(line); len(f) > 0 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":") {
+			in = strings.HasPrefix(line, prefix)
+			ok = ok || in
+			continue
+		}
+		if v, found := strings.CutPrefix(line, "Rss:"); found && in {
+			kb, _ = strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+		}
+	}
+	return kb, ok
+}
+
+// BenchmarkBufferLoadByte is one poll of a byte the device writes, as a
+// latency loop spins on it.
+func BenchmarkBufferLoadByte(b *testing.B) {
+	buf, err := NewBuffer(4096, BufferOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer buf.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		buf.LoadByte(4095)
 	}
 }

@@ -81,10 +81,12 @@
 // safe (a safety net, not a substitute): fds close, ring mappings unmap, and
 // once the Context's fds are closed the kernel frees the rest. A Buffer's
 // memory is never unmapped by the collector, since slices of it may still
-// be in use; it stays mapped. Package uverbs/leakcheck records every such release
-// and names where the object was created; TestMain of the project's
-// packages fails on any (integration/ownership_test.go checks the cleanups
-// against the kernel's own resource counts).
+// be in use; it stays mapped. Package uverbs/leakcheck records every such
+// release and names where the object was created; TestMain of the
+// project's packages fails on any (integration/ownership_test.go checks
+// the cleanups against the kernel's own resource counts). A closed
+// Buffer's address range, its memory released by Close, is unmapped by a
+// cleanup too: that is no leak.
 //
 // # Async events
 //

@@ -43,9 +43,11 @@ import (
 	"time"
 
 	"github.com/pureverbs/pureverbs/tools/internal/errwriter"
+	"github.com/pureverbs/pureverbs/tools/internal/waitprocs"
 )
 
 func main() {
+	waitprocs.Ensure() // a second P for the completion waits (see the package)
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
 

@@ -20,9 +20,11 @@ import (
 	"os"
 
 	pp "github.com/pureverbs/pureverbs/tools/internal/pingpong"
+	"github.com/pureverbs/pureverbs/tools/internal/waitprocs"
 )
 
 func main() {
+	waitprocs.Ensure() // a second P for the completion waits (see the package)
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
 

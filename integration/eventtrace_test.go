@@ -1,0 +1,322 @@
+//go:build integration
+
+package integration
+
+import (
+	"bufio"
+	"cmp"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// tracefs is where the guest's kernel tracer lives once mounted.
+const tracefs = "/sys/kernel/tracing"
+
+// traceLine is one line of tracefs's trace file with the tgid recorded:
+// task-tid (tgid) [cpu] flags timestamp: event: fields. With the x86-tsc
+// clock the timestamp is raw TSC ticks, which under QEMU's -icount count
+// guest instructions.
+var traceLine = regexp.MustCompile(`^\s*(.+)-(\d+)\s+\(\s*(\d+|-+)\)\s+\[\d+\]\s+\S+\s+(\d+):\s+(\w+):\s+(.*)$`)
+
+var (
+	traceSwitchNext = regexp.MustCompile(`==> next_comm=(.+) next_pid=(\d+)`)
+	traceSysNR      = regexp.MustCompile(`^NR (-?\d+)`)
+)
+
+// syscallNames names the x86-64 system calls the pingpongs and the Go
+// runtime make in their loops; others print as their number.
+var syscallNames = map[int]string{
+	0: "read", 1: "write", 7: "poll", 13: "rt_sigaction", 14: "rt_sigprocmask", 15: "rt_sigreturn",
+	16: "ioctl", 23: "select", 24: "sched_yield", 35: "nanosleep", 39: "getpid", 186: "gettid",
+	202: "futex", 228: "clock_gettime", 230: "clock_nanosleep", 232: "epoll_wait", 234: "tgkill",
+	270: "pselect6", 271: "ppoll", 281: "epoll_pwait", 290: "eventfd2", 441: "epoll_pwait2",
+}
+
+// cpuAccount is where one trace's CPU time went, in TSC ticks: per
+// process (by tgid; 0 for the idle task), user and kernel time of its
+// threads, system calls by name (count and ticks spent on the CPU
+// inside them), threads switched in, and per thread the ticks on the CPU.
+type cpuAccount struct {
+	comm     map[int]string
+	user     map[int]int64
+	kernel   map[int]int64
+	calls    map[int]map[string]int
+	callTime map[int]map[string]int64
+	switches map[int]int
+	thread   map[int]map[int]int64 // tgid -> tid -> ticks
+	tgid     map[int]int
+}
+
+func newCPUAccount() *cpuAccount {
+	return &cpuAccount{comm: map[int]string{}, user: map[int]int64{}, kernel: map[int]int64{},
+		calls: map[int]map[string]int{}, callTime: map[int]map[string]int64{}, switches: map[int]int{},
+		thread: map[int]map[int]int64{}, tgid: map[int]int{}}
+}
+
+// parseTrace accounts every tick between two events to the task running
+// then: to its kernel time while it is inside a system call (or is a
+// kernel thread), else to its user time. Interrupts and softirqs count for
+// the task they interrupted.
+func parseTrace(path string) (*cpuAccount, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	a := newCPUAccount()
+	inCall := map[int]string{} // tid -> the call it is in
+	callStart := map[int]int64{}
+	cur, last := -1, int64(-1)
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := traceLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		tid, _ := strconv.Atoi(m[2])
+		ts, _ := strconv.ParseInt(m[4], 10, 64)
+		if tg, err := strconv.Atoi(m[3]); err == nil {
+			a.tgid[tid] = tg
+		} else if tid == 0 {
+			a.tgid[0] = 0
+		}
+		if _, ok := a.tgid[tid]; !ok {
+			a.tgid[tid] = tid
+		}
+		tg := a.tgid[tid]
+		if _, ok := a.comm[tg]; !ok || tid == tg {
+			a.comm[tg] = m[1]
+		}
+		if cur == tid && last >= 0 {
+			d := ts - last
+			if a.thread[tg] == nil {
+				a.thread[tg] = map[int]int64{}
+			}
+			a.thread[tg][tid] += d
+			if call, ok := inCall[tid]; ok || tg == 0 || strings.HasPrefix(m[1], "kworker") || strings.HasPrefix(m[1], "ksoftirqd") {
+				a.kernel[tg] += d
+				if ok {
+					a.callTime[tg][call] += d
+				}
+			} else {
+				a.user[tg] += d
+			}
+		}
+		cur, last = tid, ts
+		switch m[5] {
+		case "sys_enter":
+			if n := traceSysNR.FindStringSubmatch(m[6]); n != nil {
+				nr, _ := strconv.Atoi(n[1])
+				name, ok := syscallNames[nr]
+				if !ok {
+					name = "nr" + n[1]
+				}
+				inCall[tid] = name
+				callStart[tid] = ts
+				if a.calls[tg] == nil {
+					a.calls[tg], a.callTime[tg] = map[string]int{}, map[string]int64{}
+				}
+				a.calls[tg][name]++
+			}
+		case "sys_exit":
+			delete(inCall, tid)
+		case "sched_switch":
+			if n := traceSwitchNext.FindStringSubmatch(m[6]); n != nil {
+				cur, _ = strconv.Atoi(n[2])
+				if _, ok := a.tgid[cur]; ok {
+					a.switches[a.tgid[cur]]++
+				} else {
+					a.switches[cur]++
+				}
+			}
+		}
+	}
+	return a, sc.Err()
+}
+
+// traceRun enables the scheduler and system call events with the x86-tsc
+// clock, runs fn, and returns the account of the trace.
+func traceRun(t *testing.T, fn func()) *cpuAccount {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(tracefs, "trace")); err != nil {
+		if err := unix.Mount("nodev", tracefs, "tracefs", 0, ""); err != nil {
+			t.Skipf("no tracefs: %v", err)
+		}
+	}
+	w := func(file, v string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(tracefs, file), []byte(v), 0); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+	}
+	w("tracing_on", "0")
+	w("trace_clock", "x86-tsc")
+	w("buffer_size_kb", "65536")
+	w("options/record-tgid", "1")
+	w("set_event", "raw_syscalls:sys_enter raw_syscalls:sys_exit sched:sched_switch")
+	w("trace", "")
+	w("tracing_on", "1")
+	fn()
+	w("tracing_on", "0")
+	out := filepath.Join(t.TempDir(), "trace")
+	b, err := os.ReadFile(filepath.Join(tracefs, "trace"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w("set_event", "")
+	w("trace", "")
+	if strings.Contains(string(b[:min(len(b), 4096)]), "LOST") {
+		t.Logf("the trace lost events: enlarge buffer_size_kb")
+	}
+	a, err := parseTrace(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestEventTraceAccount is the per-iteration instruction account of the
+// rc-pingpong events rows (-e), C against Go, for both ends: each pair
+// runs under the kernel's tracer (system call entries and exits, context
+// switches) twice, with n and 2n iterations, and the difference divided
+// by n is what one iteration costs — set-up and exit cancel out. Under
+// QEMU's -icount (RXEVM_ICOUNT, one vCPU) the tracer's x86-tsc clock
+// counts guest instructions, so the log is where each end's instructions
+// go: user and kernel time per process, system calls by name with their
+// count and in-kernel ticks, context switches and the runtime's threads,
+// the kernel's own threads (rxe's work on 6.12 runs in kworkers). The
+// tracer adds its own cost to every event it records (both tools alike
+// per event). RXEVM_TRACE_GOENV="K=V ..." adds a Go pair with that
+// environment. Only with RXEVM_BENCH=1 and RXEVM_PROFILE=1.
+func TestEventTraceAccount(t *testing.T) {
+	if os.Getenv("RXEVM_BENCH") != "1" || os.Getenv("RXEVM_PROFILE") != "1" {
+		t.Skip("profile: runs with RXEVM_BENCH=1 RXEVM_PROFILE=1")
+	}
+	n := 1000
+	if v, err := strconv.Atoi(os.Getenv("RXEVM_TRACE_ITERS")); err == nil && v > 0 {
+		n = v
+	}
+	type contender struct{ name, bin, env string }
+	cs := []contender{{"C", cPingpong, ""}, {"Go", goPingpong, ""}}
+	if e := os.Getenv("RXEVM_TRACE_GOENV"); e != "" {
+		cs = append(cs, contender{"Go " + e, goPingpong, e})
+	}
+	sizes := []int{64, 4096}
+	if s := os.Getenv("RXEVM_TRACE_SIZES"); s != "" {
+		sizes = nil
+		for _, f := range strings.Fields(s) {
+			v, _ := strconv.Atoi(f)
+			sizes = append(sizes, v)
+		}
+	}
+	port := 18800
+	for _, size := range sizes {
+		for _, c := range cs {
+			var acc [2]*cpuAccount
+			var pids [2][2]int // [run][server, client]
+			var usec [2]string
+			for k, iters := range []int{n, 2 * n} {
+				port++
+				for _, kv := range strings.Fields(c.env) {
+					k, v, _ := strings.Cut(kv, "=")
+					t.Setenv(k, v)
+				}
+				r := pingpongRun{server: c.bin, client: c.bin, size: size, iters: iters, port: port, serverEvents: true, clientEvents: true}
+				acc[k] = traceRun(t, func() {
+					sp, cp := r.start(t, 5*time.Minute)
+					co := cp.wait(t)
+					so := sp.wait(t)
+					r.checkPair(t, so, co)
+					pids[k] = [2]int{sp.cmd.Process.Pid, cp.cmd.Process.Pid}
+					if m := pingpongIters.FindStringSubmatch(co); m != nil {
+						usec[k] = m[3]
+					}
+				})
+				for _, kv := range strings.Fields(c.env) {
+					k, _, _ := strings.Cut(kv, "=")
+					os.Unsetenv(k)
+				}
+			}
+			t.Logf("%d B -e, %s pair, client usec/iter %s (n=%d) %s (2n):\n%s", size, c.name, usec[0], n, usec[1], accountDiff(acc, pids, n))
+		}
+	}
+}
+
+// accountDiff formats (b − a)/n for the server, the client, the kernel's
+// threads and the idle task: what one iteration adds.
+func accountDiff(acc [2]*cpuAccount, pids [2][2]int, n int) string {
+	a, b := acc[0], acc[1]
+	per := func(x, y int64) float64 { return float64(y-x) / float64(n) }
+	var sb strings.Builder
+	role := func(i int) string { return [2]string{"server", "client"}[i] }
+	for i := range 2 {
+		pa, pb := pids[0][i], pids[1][i]
+		fmt.Fprintf(&sb, "  %s %-16s user %7.0f kernel %7.0f total %7.0f ticks/iter; switches in %.2f/iter; threads %d\n", role(i), b.comm[pb],
+			per(a.user[pa], b.user[pb]), per(a.kernel[pa], b.kernel[pb]),
+			per(a.user[pa]+a.kernel[pa], b.user[pb]+b.kernel[pb]),
+			float64(b.switches[pb]-a.switches[pa])/float64(n), len(b.thread[pb]))
+		names := slices.Collect(maps.Keys(b.calls[pb]))
+		slices.SortFunc(names, func(x, y string) int { return cmp.Compare(b.callTime[pb][y], b.callTime[pb][x]) })
+		for _, name := range names {
+			fmt.Fprintf(&sb, "    %-14s %6.2f calls/iter %7.0f ticks/iter in the kernel (%.0f per call)\n", name,
+				float64(b.calls[pb][name]-a.calls[pa][name])/float64(n), per(a.callTime[pa][name], b.callTime[pb][name]),
+				float64(b.callTime[pb][name])/float64(max(b.calls[pb][name], 1)))
+		}
+		// The threads by CPU time, largest first (the Go runtime's).
+		ta, tb := sortedThreads(a.thread[pa]), sortedThreads(b.thread[pb])
+		for j := range tb {
+			var before int64
+			if j < len(ta) {
+				before = ta[j]
+			}
+			fmt.Fprintf(&sb, "    thread %d: %.0f ticks/iter (%d then %d in all)\n", j, per(before, tb[j]), before, tb[j])
+		}
+	}
+	// Everything else: kernel threads by name, idle.
+	others := func(x *cpuAccount) map[string]int64 {
+		m := map[string]int64{}
+		for tg, comm := range x.comm {
+			if slices.Contains(pids[0][:], tg) || slices.Contains(pids[1][:], tg) {
+				continue
+			}
+			key := comm
+			if tg == 0 {
+				key = "idle"
+			} else if i := strings.IndexAny(comm, "/:"); i > 0 {
+				key = comm[:i]
+			}
+			m[key] += x.user[tg] + x.kernel[tg]
+		}
+		return m
+	}
+	oa, ob := others(a), others(b)
+	keys := slices.Collect(maps.Keys(ob))
+	slices.SortFunc(keys, func(x, y string) int { return cmp.Compare(ob[y]-oa[y], ob[x]-oa[x]) })
+	for _, k := range keys {
+		if d := per(oa[k], ob[k]); d >= 50 || d <= -50 {
+			fmt.Fprintf(&sb, "  other %-16s %7.0f ticks/iter\n", k, d)
+		}
+	}
+	return sb.String()
+}
+
+// sortedThreads is a process's per-thread ticks, largest first.
+func sortedThreads(m map[int]int64) []int64 {
+	v := slices.Collect(maps.Values(m))
+	slices.SortFunc(v, func(x, y int64) int { return cmp.Compare(y, x) })
+	return v
+}
