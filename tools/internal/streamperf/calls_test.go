@@ -62,11 +62,34 @@ func TestCallsWrite(t *testing.T) {
 	}
 }
 
+// tcpPair returns the two ends of a loopback TCP connection: unlike
+// net.Pipe's, an end's SetReadDeadline still works after the peer closed,
+// as rsocket's does.
+func tcpPair(t *testing.T) (net.Conn, net.Conn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	a, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.Accept()
+	if err != nil {
+		a.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
 // A non-blocking read outlasts its timeouts while the data is late, and a
 // stream that ends before the transfer is ErrUnexpectedEOF in every mode.
 func TestCallsRead(t *testing.T) {
 	for _, calls := range []Calls{{NonBlocking: true}, {NonBlocking: true, Async: true}, {}} {
-		a, b := net.Pipe()
+		a, b := tcpPair(t)
 		go func() {
 			time.Sleep(20 * SpinTick)
 			a.Write([]byte("late"))
