@@ -1,6 +1,11 @@
 package rxe
 
-import "unsafe"
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/pureverbs/pureverbs/uverbs"
+)
 
 // Raw layouts shared with the kernel, from rdma/rdma_user_rxe.h and
 // rdma/ib_user_verbs.h. Unions are modelled by their largest member, and the
@@ -148,4 +153,18 @@ const wcSize = int(unsafe.Sizeof(uverbsWC{}))
 // writes it into.
 func asBytes[T createCQResp | createQPResp](v *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v))
+}
+
+// checkDriver refuses a device whose kernel driver is not rdma_rxe: its
+// driver response and ring layout are not rxe's, so mapping "rings" from it
+// would read garbage. The error names the driver and wraps ErrNotSupported.
+func checkDriver(verb string, d uverbs.Device) error {
+	if d.DriverID == uverbs.DriverRXE {
+		return nil
+	}
+	driver := d.Driver
+	if driver == "" {
+		driver = "an unknown driver"
+	}
+	return fmt.Errorf("rxe: %s: %s is driven by %s, not rxe: %w", verb, d.Name, driver, ErrNotSupported)
 }
