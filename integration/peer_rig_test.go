@@ -5,6 +5,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"net/netip"
 	"os/exec"
 	"strings"
 	"sync"
@@ -112,6 +113,32 @@ func waitListening(t testing.TB, srv *peer, port int, limit time.Duration) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s does not listen on port %d after %v:\n%s", srv.name, port, limit, srv.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitCMListening waits until an RDMA CM ID listens on port
+// (topology.CMListening: the kernel's resource dump, so no probe
+// connection for srv to take as its client), or fails if srv exits first.
+func waitCMListening(t testing.TB, srv *peer, port int, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		ok, err := topology.CMListening(port, netip.Addr{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return
+		}
+		select {
+		case <-srv.done:
+			t.Fatalf("%s exited before listening on RDMA CM port %d: %v\n%s", srv.name, port, srv.err, srv.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not listen on RDMA CM port %d after %v:\n%s", srv.name, port, limit, srv.out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

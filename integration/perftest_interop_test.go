@@ -186,17 +186,11 @@ func tryPerftestPair(t *testing.T, srv, cli perftestEnd, tool string, cliExtra [
 	devs := devices(t, 2)
 	port := 18600 + int(perftestPort.Add(1))
 	s := startPerftest(t, srv, tool, devs[0], port, args, "")
-	switch {
-	case slices.Contains(args, "-R") && srv.goTool:
-		// No TCP listener: wait for the banner, printed just before the
-		// server listens on RDMA CM, and give it a moment.
-		waitOutput(t, s, "Waiting for client to connect", 30*time.Second)
-		time.Sleep(500 * time.Millisecond)
-	case slices.Contains(args, "-R"):
-		// The C server's banner stays in its stdout buffer: give it time
-		// to listen (the clients retry their connects as well).
-		time.Sleep(3 * time.Second)
-	default:
+	if slices.Contains(args, "-R") {
+		// No TCP listener, and the C server's banner stays in its stdout
+		// buffer: ask the kernel for the CM listener.
+		waitCMListening(t, s, port, 30*time.Second)
+	} else {
 		waitListening(t, s, port, 30*time.Second)
 	}
 	c := startPerftest(t, cli, tool, devs[1], port, append(slices.Clone(args), cliExtra...), "10.99.0.1")
@@ -621,22 +615,6 @@ func TestPerftestMismatch(t *testing.T) {
 			lines := strings.Split(strings.TrimSpace(g.out.String()), "\n")
 			t.Logf("Go end failed after %v: %s", took.Round(time.Millisecond), lines[len(lines)-1])
 		})
-	}
-}
-
-// waitOutput waits until p has printed want, or fails if p exits first.
-func waitOutput(t *testing.T, p *peer, want string, limit time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !strings.Contains(p.out.String(), want) {
-		select {
-		case <-p.done:
-			t.Fatalf("%s exited before printing %q: %v\n%s", p.name, want, p.err, p.out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not print %q in %v:\n%s", p.name, want, limit, p.out.String())
-		}
 	}
 }
 

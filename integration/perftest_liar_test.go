@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/qp/rdmacm"
+	"github.com/pureverbs/pureverbs/tools/rxevm/topology"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
@@ -116,9 +119,12 @@ func startLiedTo(t *testing.T, devs []string, goServer bool, port int, extra []s
 	var g *peer
 	var l io.Closer
 	var err error
+	cm := slices.Contains(extra, "-R")
 	if goServer {
 		g = startPerftest(t, goEnd, "ib_send_bw", devs[0], port, args, "")
-		if len(extra) == 0 {
+		if cm {
+			waitCMListening(t, g, port, 30*time.Second)
+		} else {
 			waitListening(t, g, port, 30*time.Second)
 		}
 		l, err = liar()
@@ -128,7 +134,12 @@ func startLiedTo(t *testing.T, devs []string, goServer bool, port int, extra []s
 			defer close(done)
 			l, err = liar()
 		}()
-		time.Sleep(time.Second) // the liar listens
+		if !liarListening(t, port, cm, done) { // done is closed: l and err are written
+			if l != nil {
+				l.Close()
+			}
+			t.Fatalf("the liar: %v", err)
+		}
 		g = startPerftest(t, goEnd, "ib_send_bw", devs[1], port, args, "10.99.0.1")
 		<-done
 	}
@@ -140,6 +151,36 @@ func startLiedTo(t *testing.T, devs []string, goServer bool, port int, extra []s
 		t.Fatalf("the liar: %v\nGo end:\n%s", err, g.out.String())
 	}
 	return g
+}
+
+// liarListening waits until the liar, started in the background, listens
+// on port (over RDMA CM if cm, else TCP), and reports false if the liar
+// returned first (done closed: it failed).
+func liarListening(t *testing.T, port int, cm bool, done <-chan struct{}) bool {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var ok bool
+		var err error
+		if cm {
+			ok, err = topology.CMListening(port, netip.Addr{})
+		} else {
+			ok, err = topology.Listening(port)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return true
+		}
+		select {
+		case <-done:
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the liar does not listen on port %d after 30 s", port)
+		}
+	}
 }
 
 // expectRefusal waits for the Go end, which must fail with want in its

@@ -374,7 +374,7 @@ func TestDeviceRemovalTools(t *testing.T) {
 		}},
 		{"rping server waiting", func(t *testing.T, p *rxetest.Pair, port int) *peer {
 			s := startPeer(t, 3*time.Minute, "/usr/local/bin/rping", "-s", "-a"+p.A.Addr.IP.String(), "-p"+strconv.Itoa(port))
-			time.Sleep(2 * time.Second) // listening: nothing to probe without connecting
+			waitCMListening(t, s, port, 30*time.Second)
 			return s
 		}},
 	}

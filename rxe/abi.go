@@ -1,6 +1,11 @@
 package rxe
 
-import "unsafe"
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/pureverbs/pureverbs/uverbs"
+)
 
 // Raw layouts shared with the kernel, from rdma/rdma_user_rxe.h and
 // rdma/ib_user_verbs.h. Unions are modelled by their largest member, and the
@@ -81,6 +86,47 @@ type sendWR struct {
 // aligned offset of an 8-byte aligned struct.
 func (w *sendWR) rdma() *rdmaWR { return (*rdmaWR)(unsafe.Pointer(&w.wr)) }
 
+// The other members of the wr union in struct rxe_send_wr (rdma_user_rxe.h),
+// viewed over its largest member like rdmaWR.
+
+// atomicWR is the atomic member: CAS and FAA operands.
+type atomicWR struct {
+	remoteAddr uint64
+	compareAdd uint64
+	swap       uint64
+	rkey       uint32
+	_          uint32
+}
+
+// mwWR is the mw member: a memory window bind.
+type mwWR struct {
+	addr   uint64
+	length uint64
+	mrLKey uint32
+	mwRKey uint32
+	rkey   uint32
+	access uint32
+}
+
+// flushWR is the flush member (kernel 6.2 and later).
+type flushWR struct {
+	remoteAddr uint64
+	length     uint32
+	rkey       uint32
+	typ        uint8
+	level      uint8
+	_          [6]byte
+}
+
+// atomic views the wr union as its atomic member.
+func (w *sendWR) atomic() *atomicWR { return (*atomicWR)(unsafe.Pointer(&w.wr)) }
+
+// mw views the wr union as its mw member.
+func (w *sendWR) mw() *mwWR { return (*mwWR)(unsafe.Pointer(&w.wr)) }
+
+// flush views the wr union as its flush member.
+func (w *sendWR) flush() *flushWR { return (*flushWR)(unsafe.Pointer(&w.wr)) }
+
 // dmaInfo is struct rxe_dma_info without its flexible array; the SGEs (or the
 // inline data) follow it.
 type dmaInfo struct {
@@ -148,4 +194,18 @@ const wcSize = int(unsafe.Sizeof(uverbsWC{}))
 // writes it into.
 func asBytes[T createCQResp | createQPResp](v *T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(v)), unsafe.Sizeof(*v))
+}
+
+// checkDriver refuses a device whose kernel driver is not rdma_rxe: its
+// driver response and ring layout are not rxe's, so mapping "rings" from it
+// would read garbage. The error names the driver and wraps ErrNotSupported.
+func checkDriver(verb string, d uverbs.Device) error {
+	if d.DriverID == uverbs.DriverRXE {
+		return nil
+	}
+	driver := d.Driver
+	if driver == "" {
+		driver = "an unknown driver"
+	}
+	return fmt.Errorf("rxe: %s: %s is driven by %s, not rxe: %w", verb, d.Name, driver, ErrNotSupported)
 }

@@ -3,6 +3,7 @@ package rxe
 import (
 	"fmt"
 	"sync"
+	"unsafe"
 
 	"github.com/pureverbs/pureverbs/rxe/internal/ring"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -16,29 +17,78 @@ type doorbell interface {
 	PostSendDoorbell() error
 }
 
+// producer is what a send and a receive queue share: the ring they write
+// WQEs into, the index past the last one published, the granted depth,
+// and the device whose removal stops posting, under the lock every post
+// and every change of the ring holds.
+type producer struct {
+	mu    sync.Mutex
+	ring  *ring.Ring // nil once closed
+	prod  uint32
+	maxWR int
+	dev   *uverbs.Context // the device, nil over simulated rings: posts stop once it is removed
+}
+
+// postRing writes n requests past the producer index, where the kernel
+// does not look, and publishes them with one producer store only if every
+// request was valid: a call posts all of them or none. fill writes request
+// i into *w, the queue's scratch request (cleared afterwards: it keeps no
+// caller memory alive); encode checks *w and writes it into slot as the
+// call's i-th. closed is the queue's error once it is closed. published,
+// if not nil, runs after the store with the lock still held.
+func postRing[W any](p *producer, n int, closed error, w *W, fill func(i int, w *W), encode func(slot unsafe.Pointer, w *W, i int) error, published func(n int) error) error {
+	if n <= 0 {
+		return nil
+	}
+	if err := deviceErr(p.dev); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.ring
+	if r == nil {
+		return closed
+	}
+	if n > room(r, p.prod, p.maxWR) {
+		return ErrQueueFull
+	}
+	defer func() {
+		var zero W
+		*w = zero
+	}()
+	idx := p.prod
+	for i := range n {
+		fill(i, w)
+		if err := encode(r.At(idx), w, i); err != nil {
+			return err
+		}
+		idx = r.Next(idx)
+	}
+	p.prod = idx
+	r.SetProducer(idx) // publishes the WQEs: all written before this store
+	if published == nil {
+		return nil
+	}
+	return published(n)
+}
+
 // sendQueue is the producer side of a send ring.
 type sendQueue struct {
-	mu        sync.Mutex
-	ring      *ring.Ring // nil once closed
-	prod      uint32
+	producer
 	ssn       uint32
-	maxWR     int
 	maxSGE    int
 	maxInline int
 	caps      opCaps // optional opcodes the device executes
 	db        doorbell
-	typ       uverbs.QPType   // the QP's transport; 0 (simulator) follows RC
-	maxUD     uint32          // UD only: the largest payload (the port's MTU)
-	scratch   SendWR          // the request postFunc checks and encodes, under mu
-	dev       *uverbs.Context // the device, nil over simulated rings: posts stop once it is removed
+	typ       uverbs.QPType // the QP's transport; 0 (simulator) follows RC
+	maxUD     uint32        // UD only: the largest payload (the port's MTU)
+	scratch   SendWR        // the request postFunc checks and encodes, under mu
 }
 
-// post writes the WQEs past the producer index, where the kernel does not
-// look, and publishes them with one producer store only if every request was
-// valid: a call posts all of wrs or none. It then rings the doorbell once,
-// still holding the lock, so that detach (which takes the lock before the
-// kernel QP is destroyed) can never let a doorbell reach a destroyed QP or a
-// handle the kernel has since reused.
+// post writes the WQEs and publishes them all or none (see postRing). It
+// then rings the doorbell once, still holding the lock, so that detach
+// (which takes the lock before the kernel QP is destroyed) can never let a
+// doorbell reach a destroyed QP or a handle the kernel has since reused.
 //
 // Once the producer index is published the kernel may consume the WQEs at
 // any time (rxe's requester also runs from its own timers and ACKs), so they
@@ -51,42 +101,29 @@ func (q *sendQueue) post(wrs []SendWR) error {
 // postFunc is post for n requests that fill writes, one at a time, into
 // the queue's scratch request (see QP.PostSendFunc).
 func (q *sendQueue) postFunc(n int, fill func(i int, w *SendWR)) error {
-	if n <= 0 {
-		return nil
-	}
-	if err := deviceErr(q.dev); err != nil {
+	return postRing(&q.producer, n, errSendQueueClosed, &q.scratch, fill, q.encode, q.ringDoorbell)
+}
+
+// encode checks w and writes it into slot as the call's i-th request.
+func (q *sendQueue) encode(slot unsafe.Pointer, w *SendWR, i int) error {
+	length, err := q.check(w)
+	if err != nil {
 		return err
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	r := q.ring
-	if r == nil {
-		return errSendQueueClosed
+	if err := q.checkLength(length); err != nil {
+		return err
 	}
-	if n > room(r, q.prod, q.maxWR) {
-		return ErrQueueFull
+	encodeSend(slot, w, length, q.ssn+uint32(i))
+	if q.typ == uverbs.QPTypeUD {
+		encodeUD(slot, w)
 	}
-	w := &q.scratch
-	defer func() { *w = SendWR{} }() // keeps no caller memory alive
-	idx := q.prod
-	for i := range n {
-		fill(i, w)
-		length, err := q.check(w)
-		if err != nil {
-			return err
-		}
-		if err := q.checkLength(length); err != nil {
-			return err
-		}
-		encodeSend(r.At(idx), w, length, q.ssn+uint32(i))
-		if q.typ == uverbs.QPTypeUD {
-			encodeUD(r.At(idx), w)
-		}
-		idx = r.Next(idx)
-	}
-	q.prod = idx
+	return nil
+}
+
+// ringDoorbell counts the n requests just published and rings the
+// doorbell once.
+func (q *sendQueue) ringDoorbell(n int) error {
 	q.ssn += uint32(n)
-	r.SetProducer(idx) // publishes the WQEs: all written before this store
 	if err := q.db.PostSendDoorbell(); err != nil {
 		return &DoorbellError{Err: err}
 	}
@@ -142,18 +179,13 @@ func (q *sendQueue) check(wr *SendWR) (uint32, error) {
 
 // recvQueue is the producer side of a receive ring.
 type recvQueue struct {
-	mu      sync.Mutex
-	ring    *ring.Ring // nil once closed
-	prod    uint32
-	maxWR   int
+	producer
 	maxSGE  int
-	scratch RecvWR          // the request postFunc checks and encodes, under mu
-	dev     *uverbs.Context // as sendQueue's
+	scratch RecvWR // the request postFunc checks and encodes, under mu
 }
 
-// post writes the WQEs past the producer index and publishes them all with
-// one store if every request was valid. The kernel notices new receives by
-// itself: no syscall.
+// post writes the WQEs and publishes them all or none (see postRing). The
+// kernel notices new receives by itself: no syscall.
 func (q *recvQueue) post(wrs []RecvWR) error {
 	return q.postFunc(len(wrs), func(i int, w *RecvWR) { *w = wrs[i] })
 }
@@ -161,38 +193,19 @@ func (q *recvQueue) post(wrs []RecvWR) error {
 // postFunc is post for n requests that fill writes, one at a time, into
 // the queue's scratch request (see QP.PostRecvFunc).
 func (q *recvQueue) postFunc(n int, fill func(i int, w *RecvWR)) error {
-	if n <= 0 {
-		return nil
+	return postRing(&q.producer, n, errRecvQueueClosed, &q.scratch, fill, q.encode, nil)
+}
+
+// encode checks w and writes it into slot.
+func (q *recvQueue) encode(slot unsafe.Pointer, w *RecvWR, _ int) error {
+	if len(w.SGEs) > q.maxSGE {
+		return ErrTooManySGEs
 	}
-	if err := deviceErr(q.dev); err != nil {
+	length, err := sgeTotal(w.SGEs)
+	if err != nil {
 		return err
 	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	r := q.ring
-	if r == nil {
-		return errRecvQueueClosed
-	}
-	if n > room(r, q.prod, q.maxWR) {
-		return ErrQueueFull
-	}
-	w := &q.scratch
-	defer func() { *w = RecvWR{} }()
-	idx := q.prod
-	for i := range n {
-		fill(i, w)
-		if len(w.SGEs) > q.maxSGE {
-			return ErrTooManySGEs
-		}
-		length, err := sgeTotal(w.SGEs)
-		if err != nil {
-			return err
-		}
-		encodeRecv(r.At(idx), w, length)
-		idx = r.Next(idx)
-	}
-	q.prod = idx
-	r.SetProducer(idx)
+	encodeRecv(slot, w, length)
 	return nil
 }
 
@@ -222,9 +235,7 @@ func newQueues(sq, rq *ring.Ring, lim uverbs.QPCap, db doorbell) (*sendQueue, *r
 		return nil, nil, fmt.Errorf("%w: send slots of %d bytes, want at least %d", ErrBadRing, sq.ElemSize(), sendWQESize)
 	}
 	s := &sendQueue{
-		ring:      sq,
-		prod:      sq.Producer(),
-		maxWR:     depth(int(lim.MaxSendWR), sq),
+		producer:  producer{ring: sq, prod: sq.Producer(), maxWR: depth(int(lim.MaxSendWR), sq)},
 		maxSGE:    min(int(lim.MaxSendSGE), slotRoom/sgeSize),
 		maxInline: min(int(lim.MaxInlineData), slotRoom),
 		db:        db,
@@ -236,7 +247,7 @@ func newQueues(sq, rq *ring.Ring, lim uverbs.QPCap, db doorbell) (*sendQueue, *r
 	if slotRoom < 0 {
 		return nil, nil, fmt.Errorf("%w: receive slots of %d bytes, want at least %d", ErrBadRing, rq.ElemSize(), recvWQESize)
 	}
-	return s, &recvQueue{ring: rq, prod: rq.Producer(), maxWR: depth(int(lim.MaxRecvWR), rq), maxSGE: min(int(lim.MaxRecvSGE), slotRoom/sgeSize)}, nil
+	return s, &recvQueue{producer: producer{ring: rq, prod: rq.Producer(), maxWR: depth(int(lim.MaxRecvWR), rq)}, maxSGE: min(int(lim.MaxRecvSGE), slotRoom/sgeSize)}, nil
 }
 
 // depth is the granted queue depth, at most what the ring holds.

@@ -76,7 +76,7 @@ func CreateSRQ(pd *uverbs.PD, attr uverbs.SRQSpec) (*SRQ, error) {
 	}
 	a := vsrq.Attr()
 	s := &SRQ{
-		rq:   &recvQueue{ring: r, prod: r.Producer(), maxWR: depth(int(a.MaxWR), r), maxSGE: min(int(a.MaxSGE), (r.ElemSize()-recvWQESize)/sgeSize), dev: pd.Context()},
+		rq:   &recvQueue{producer: producer{ring: r, prod: r.Producer(), maxWR: depth(int(a.MaxWR), r), dev: pd.Context()}, maxSGE: min(int(a.MaxSGE), (r.ElemSize()-recvWQESize)/sgeSize)},
 		mem:  mem,
 		vsrq: vsrq,
 		num:  resp.srqNum,

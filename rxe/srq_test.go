@@ -13,7 +13,7 @@ import (
 // allocating.
 func TestSRQPostRecv(t *testing.T) {
 	r := mustRing(t, 128, 15) // 15 usable slots of 128 bytes
-	s := &SRQ{rq: &recvQueue{ring: r, prod: r.Producer(), maxWR: depth(10, r), maxSGE: 2}}
+	s := &SRQ{rq: &recvQueue{producer: producer{ring: r, prod: r.Producer(), maxWR: depth(10, r)}, maxSGE: 2}}
 	if mw, ms := s.Limits(); mw != 10 || ms != 2 {
 		t.Fatalf("Limits = %d, %d", mw, ms)
 	}

@@ -64,6 +64,9 @@
 //   - Config: the whole configuration of a long-running service, made by a
 //     Default function and then edited (server.Config, netpoll.Config).
 //
+// A [*Context] parameter is named devctx outside this package (cq.New,
+// qp.HaveFlush, rxe.CreateCQ), so that ctx always names a context.Context.
+//
 // # Ownership
 //
 // Every object has an idempotent Close. After Close nothing of

@@ -21,7 +21,7 @@ import (
 // *DeviceRemovedError, which names the device. Only closing every Context
 // on the device (and unmapping its rings, which Close does) lets the
 // kernel finish the removal.
-var ErrDeviceRemoved = errors.New("device removed")
+var ErrDeviceRemoved = errors.New("uverbs: device removed")
 
 // DeviceRemovedError says which device went away.
 type DeviceRemovedError struct {

@@ -45,20 +45,20 @@ const (
 
 // newRes builds the connection's PD, completion channel, CQ, QP (in
 // RESET), buffer and memory regions, and its two completion waiters.
-func newRes(ctx *uverbs.Context, s sizes) (_ *res, err error) {
+func newRes(devctx *uverbs.Context, s sizes) (_ *res, err error) {
 	r := &res{sq: s.sq, rq: s.rq, rbufLen: s.rbuf, sbufLen: s.sbuf, iomapSize: s.iomap}
 	defer func() {
 		if err != nil {
 			r.release()
 		}
 	}()
-	if r.pd, err = ctx.AllocPD(); err != nil {
+	if r.pd, err = devctx.AllocPD(); err != nil {
 		return nil, err
 	}
-	if r.ch, err = cq.NewChannel(ctx); err != nil {
+	if r.ch, err = cq.NewChannel(devctx); err != nil {
 		return nil, err
 	}
-	if r.cq, err = cq.New(ctx, s.sq+s.rq, r.ch); err != nil {
+	if r.cq, err = cq.New(devctx, s.sq+s.rq, r.ch); err != nil {
 		return nil, err
 	}
 	r.q, err = qp.New(r.pd, qp.Spec{

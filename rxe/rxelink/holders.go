@@ -19,7 +19,7 @@ var proc = "/proc"
 
 // ErrHeld is matched (errors.Is) by the *HeldError of a deletion that a
 // process holding the device open prevents.
-var ErrHeld = errors.New("device held open")
+var ErrHeld = errors.New("rxelink: device held open")
 
 // Holder is one process that holds an RDMA device's uverbs file: the
 // kernel does not delete the device until every such file is closed and

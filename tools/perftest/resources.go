@@ -92,18 +92,18 @@ func openDevice(o *options, stdout, stderr io.Writer) (*device, error) {
 	return d, nil
 }
 
-// pickGID is the GID entry this side uses on ctx's port: index (-x) if
+// pickGID is the GID entry this side uses on devctx's port: index (-x) if
 // given, else, as perftest's get_best_gid_index does on RoCE, the port's
 // IPv4-mapped RoCE v2 entry before any other.
-func pickGID(ctx *uverbs.Context, port uint8, index int) (uverbs.GIDEntry, error) {
+func pickGID(devctx *uverbs.Context, port uint8, index int) (uverbs.GIDEntry, error) {
 	if index >= 0 {
-		g, err := ctx.QueryGID(port, index)
+		g, err := devctx.QueryGID(port, index)
 		if err != nil {
 			return g, fmt.Errorf(" Failed to query GID index %d: %w", index, err)
 		}
 		return g, nil
 	}
-	table, err := ctx.QueryGIDTable()
+	table, err := devctx.QueryGIDTable()
 	if err != nil {
 		return uverbs.GIDEntry{}, fmt.Errorf(" Failed to query the GID table: %w", err)
 	}

@@ -27,8 +27,8 @@ func openEndpoint(o *options) (*endpoint, error) {
 	p := pp.ConnectedSpec{Device: o.ibDev, Port: o.ibPort, GIDIndex: o.gidIndex, Size: o.size,
 		RxDepth: o.rxDepth, Events: o.events, Type: qp.RC, Access: access}
 	if o.ts {
-		p.CheckDevice = func(ctx *uverbs.Context) error {
-			attr, err := ctx.QueryDevice()
+		p.CheckDevice = func(devctx *uverbs.Context) error {
+			attr, err := devctx.QueryDevice()
 			if err != nil {
 				return fmt.Errorf("Couldn't query device for its features: %w", err)
 			}

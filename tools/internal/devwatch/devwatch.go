@@ -28,20 +28,21 @@ import (
 // removal (a post or poll that failed) before it exits the process itself.
 const Grace = time.Second
 
-// Exit watches ctx's device from a goroutine waiting on its RemovalFD
+// Exit watches devctx's device from a goroutine waiting on its RemovalFD
 // through an fdwait.Poller. Once the device is removed it waits Grace,
 // then writes "prog: <the removal error>" to stderr and exits with status
 // 1. The returned stop ends the watch (the goroutine leaves its wait, and
-// one already past it does not exit); call it before closing ctx. A Context that does not watch its
-// device (RemovalFD -1) gets a stop that does nothing.
-func Exit(ctx *uverbs.Context, prog string, stderr io.Writer) (stop func(), err error) {
-	fd := ctx.RemovalFD()
+// one already past it does not exit); call it before closing devctx. A
+// Context that does not watch its device (RemovalFD -1) gets a stop that
+// does nothing.
+func Exit(devctx *uverbs.Context, prog string, stderr io.Writer) (stop func(), err error) {
+	fd := devctx.RemovalFD()
 	if fd < 0 {
 		return func() {}, nil
 	}
 	p, err := fdwait.New(fdwait.Netpoll) // a wait for the tool's life: no thread
 	if err != nil {
-		return nil, fmt.Errorf("%s: watch device %s: %w", prog, ctx.Device().Name, err)
+		return nil, fmt.Errorf("%s: watch device %s: %w", prog, devctx.Device().Name, err)
 	}
 	var stopped atomic.Bool
 	go func() {
@@ -52,7 +53,7 @@ func Exit(ctx *uverbs.Context, prog string, stderr io.Writer) (stop func(), err 
 		if stopped.Load() {
 			return // the tool is closing the device itself
 		}
-		fmt.Fprintf(stderr, "%s: %v\n", prog, ctx.Err())
+		fmt.Fprintf(stderr, "%s: %v\n", prog, devctx.Err())
 		os.Exit(1)
 	}()
 	return func() {

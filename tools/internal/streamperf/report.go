@@ -1,8 +1,11 @@
 package streamperf
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"strings"
 	"time"
 )
@@ -96,4 +99,16 @@ func cfloat(v float64, width int) string {
 		return fmt.Sprintf("%*.2f", width, v)
 	}
 	return fmt.Sprintf("%*s", width, s)
+}
+
+// Stdout is the tools' standard output buffered as C's stdio buffers it:
+// line by line on a terminal, in full otherwise (so a pipe sees the table
+// only at exit, after anything written to stderr). flush writes out what
+// is left.
+func Stdout() (w io.Writer, flush func() error) {
+	if fi, err := os.Stdout.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+		return os.Stdout, func() error { return nil } // every write is a whole line
+	}
+	b := bufio.NewWriter(os.Stdout)
+	return b, b.Flush
 }
