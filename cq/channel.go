@@ -77,12 +77,12 @@ func NewChannel(devctx *uverbs.Context) (*Channel, error) {
 	if err != nil {
 		return nil, err
 	}
-	ch, err := newChannel(cc)
+	ch, err := newChannel(cc, devctx)
 	if err != nil {
 		cc.Close()
 		return nil, err
 	}
-	ch.cc, ch.dev = cc, devctx
+	ch.cc = cc
 	// The Context's Close wakes the waiters before it closes the fd.
 	w := weak.Make(ch)
 	if err := cc.OnContextClose(func() error {
@@ -96,14 +96,23 @@ func NewChannel(devctx *uverbs.Context) (*Channel, error) {
 	return ch, nil
 }
 
-func newChannel(src eventSource) (*Channel, error) {
+// newChannel makes the Channel of src, on devctx's device (nil for none:
+// a test's source).
+func newChannel(src eventSource, devctx *uverbs.Context) (*Channel, error) {
 	// Ppoll: every completion of an event-driven loop pays the wake-up,
 	// and the runtime's poller costs more (see package fdwait).
 	p, err := fdwait.New(fdwait.Ppoll)
 	if err != nil {
 		return nil, fmt.Errorf("cq: %w", err)
 	}
-	ch := &Channel{src: src, cqs: make(map[uint64]weak.Pointer[CQ]), poller: p}
+	ch := &Channel{dev: devctx, src: src, cqs: make(map[uint64]weak.Pointer[CQ]), poller: p}
+	// The fds GetEvent waits on, as it names them: its waits without a
+	// cancellable context are then one epoll_pwait2 on a set built once,
+	// not a ppoll that sets up its poll table every time.
+	if err := p.Register(ch.src.FD(), ch.removalFD()); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("cq: %w", err)
+	}
 	// A dropped Channel's poller is closed, which also takes its armed
 	// waker off its context: a context that is never done would keep it
 	// alive.
@@ -168,9 +177,12 @@ func (ch *Channel) tryGet() (*CQ, error) {
 //
 // Its cost is that of ibv_get_cq_event plus at most one system call: an
 // event already queued is one non-blocking read; otherwise it is one
-// fdwait.Poller wait (a poll(2) on the channel fd, the device's removal
-// eventfd, the eventfd Close signals and, for a context that can be cancelled, an eventfd signalled
-// when ctx is done), then the read. It allocates nothing: a cancellable
+// fdwait.Poller wait, then the read. With a context that cannot be
+// cancelled (context.Background) the wait is one epoll_pwait2(2) on an
+// epoll set the channel built once, holding the channel fd, the device's
+// removal eventfd and the eventfd Close signals; with one that can, it is
+// a ppoll(2) on those fds and an eventfd signalled when ctx is done (see
+// fdwait.Poller.Register). It allocates nothing: a cancellable
 // context is registered by the first wait with it and stays registered for
 // the next ones, until it is done, a wait passes another context, or the
 // channel is closed. The wait occupies an OS thread, so a program waiting

@@ -157,7 +157,7 @@ func BenchmarkPoll16(b *testing.B) {
 func newTestChannel(t *testing.T) (*Channel, *pipeSource) {
 	t.Helper()
 	src := newPipeSource(t)
-	ch, err := newChannel(src)
+	ch, err := newChannel(src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ func (c *countingSource) ReadEvent() (uint64, error) {
 func newCountingChannel(t *testing.T) (*Channel, *countingSource, simCQ) {
 	t.Helper()
 	src := &countingSource{pipeSource: newPipeSource(t)}
-	ch, err := newChannel(src)
+	ch, err := newChannel(src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,7 +528,7 @@ func TestChannelArmedWakerReleased(t *testing.T) {
 	// ctx.
 	open := func() (*Channel, *simCQ) {
 		src := newPipeSource(t)
-		ch, err := newChannel(src)
+		ch, err := newChannel(src, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -684,7 +684,7 @@ func BenchmarkGetEventWait(b *testing.B) {
 			}
 			defer unix.Close(p[1])
 			src := &pipeSource{r: p[0], w: p[1]}
-			ch, err := newChannel(src)
+			ch, err := newChannel(src, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

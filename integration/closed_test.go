@@ -382,7 +382,7 @@ func TestContextCloseWakesWaiters(t *testing.T) {
 			results <- result{who, err, time.Now()}
 		})
 	}
-	time.Sleep(200 * time.Millisecond) // all four in poll(2)
+	time.Sleep(200 * time.Millisecond) // all four waiting
 	start := time.Now()
 	if err := ctx.Close(); err != nil {
 		t.Fatal(err)

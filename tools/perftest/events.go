@@ -28,6 +28,11 @@ func newEventWaiter(ch *cq.Channel) (*eventWaiter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("Couldn't create completion channel: %w", err)
 	}
+	// sleep's wait is then one epoll_pwait2 on a set built once.
+	if err := p.Register(ch.FD()); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("Couldn't create completion channel: %w", err)
+	}
 	return &eventWaiter{ch: ch, p: p}, nil
 }
 

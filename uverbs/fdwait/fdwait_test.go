@@ -357,3 +357,269 @@ func threads(t *testing.T) int {
 	t.Fatal("no Threads line in /proc/self/status")
 	return 0
 }
+
+// waitCalls runs f once with each system call a registered wait can make:
+// epoll_pwait2, and epoll_pwait as on a kernel without it (noPwait2), as
+// subtests named after them.
+func waitCalls(t *testing.T, f func(t *testing.T)) {
+	for _, fallback := range []bool{false, true} {
+		name := "epoll_pwait2"
+		if fallback {
+			name = "epoll_pwait"
+		}
+		t.Run(name, func(t *testing.T) {
+			was := noPwait2.Swap(fallback)
+			defer noPwait2.Store(was)
+			f(t)
+		})
+	}
+}
+
+func newRegistered(t *testing.T, fds ...int) *Poller {
+	t.Helper()
+	p := newPoller(t, Ppoll)
+	if err := p.Register(fds...); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// A registered wait watches the files in its epoll set: after the fd's
+// number is made another pipe's (dup2), only the registered path still
+// sees the first pipe, and only the poll path sees the second. So the
+// test tells which path a Wait takes.
+func TestRegisteredPath(t *testing.T) {
+	waitCalls(t, func(t *testing.T) {
+		r1, w1 := pipe(t)
+		other, _ := pipe(t)
+		p := newRegistered(t, r1, -1)
+		keep, err := unix.Dup(r1) // keeps the registered file open
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(keep)
+		r2, w2 := pipe(t)
+		if err := unix.Dup3(r2, r1, unix.O_CLOEXEC); err != nil {
+			t.Fatal(err)
+		}
+		// The registered file is readable; fd r1, polled, would not be.
+		unix.Write(w1, []byte{1})
+		soon := time.Now().Add(5 * time.Second)
+		if err := p.Wait(context.Background(), soon, r1); err != nil {
+			t.Fatalf("registered Wait = %v, want nil (the registered file is readable)", err)
+		}
+		if err := p.Wait(context.Background(), soon, -1, r1); err != nil {
+			t.Fatalf("registered Wait (other order) = %v, want nil", err)
+		}
+		// A cancellable context, or other fds, poll fd r1 (now pipe 2).
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if err := p.Wait(ctx, time.Now().Add(10*time.Millisecond), r1); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("Wait with a cancellable ctx = %v, want the deadline (polled)", err)
+		}
+		if err := p.Wait(context.Background(), time.Now().Add(10*time.Millisecond), r1, other); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("Wait on other fds = %v, want the deadline (polled)", err)
+		}
+		unix.Write(w2, []byte{1})
+		if err := p.Wait(ctx, time.Now().Add(5*time.Second), r1); err != nil {
+			t.Fatalf("polled Wait = %v, want nil", err)
+		}
+	})
+}
+
+func TestRegisteredReadable(t *testing.T) {
+	waitCalls(t, func(t *testing.T) {
+		r1, _ := pipe(t)
+		r2, w2 := pipe(t)
+		p := newRegistered(t, r1, r2)
+		ch := waitErr(p, context.Background(), time.Time{}, r1, r2)
+		blocked(t, ch)
+		unix.Write(w2, []byte{1})
+		expect(t, ch, func(err error) bool { return err == nil }, "nil (readable)")
+	})
+}
+
+func TestRegisteredWake(t *testing.T) {
+	waitCalls(t, func(t *testing.T) {
+		r, _ := pipe(t)
+		p := newRegistered(t, r)
+		ch := waitErr(p, context.Background(), time.Time{}, r)
+		blocked(t, ch)
+		p.Wake()
+		expect(t, ch, func(err error) bool { return err == ErrWoken }, "ErrWoken")
+		p.Wake()
+		p.Wake()
+		if err := p.Wait(context.Background(), time.Time{}, r); err != ErrWoken {
+			t.Fatalf("Wait after two Wakes = %v", err)
+		}
+		if err := p.Wait(context.Background(), time.Now(), r); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("the second wake was not absorbed: %v", err)
+		}
+	})
+}
+
+// Close wakes every registered wait, and closes the epoll set once they
+// have left.
+func TestRegisteredClose(t *testing.T) {
+	waitCalls(t, func(t *testing.T) {
+		r, _ := pipe(t)
+		before := openFDs(t)
+		p, err := New(Ppoll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Register(r); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Register(r); !errors.Is(err, unix.EINVAL) {
+			t.Fatalf("second Register = %v, want EINVAL", err)
+		}
+		var chs []<-chan error
+		for range 4 {
+			chs = append(chs, waitErr(p, context.Background(), time.Time{}, r))
+		}
+		blocked(t, chs[0])
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range chs {
+			expect(t, ch, func(err error) bool { return errors.Is(err, ErrClosed) }, "ErrClosed")
+		}
+		if after := openFDs(t); after != before {
+			t.Fatalf("%d fds open before New, %d after Close", before, after)
+		}
+		if err := p.Register(r); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Register after Close = %v, want ErrClosed", err)
+		}
+	})
+}
+
+// A dropped Poller's cleanup closes its registered epoll set too.
+func TestRegisteredDroppedIsClosed(t *testing.T) {
+	r, _ := pipe(t)
+	epfd := func() int {
+		p, err := New(Ppoll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Register(r); err != nil {
+			t.Fatal(err)
+		}
+		return p.reg.p.Load().epfd
+	}()
+	isEpoll := func() bool {
+		l, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(epfd))
+		return err == nil && l == "anon_inode:[eventpoll]"
+	}
+	if !isEpoll() {
+		t.Fatalf("fd %d is no epoll set", epfd)
+	}
+	if l := leakcheck.Collect(2 * time.Second); len(l) != 1 || !strings.HasPrefix(l[0].What, "fdwait.Poller ") {
+		t.Errorf("the leak check saw %v, want the dropped Poller", l)
+	}
+	if isEpoll() {
+		t.Fatal("a dropped Poller's epoll set was never closed")
+	}
+}
+
+// A registered wait ends at its deadline, never before, and a deadline
+// already past still looks at the fds.
+func TestRegisteredDeadline(t *testing.T) {
+	waitCalls(t, func(t *testing.T) {
+		r, w := pipe(t)
+		p := newRegistered(t, r)
+		for _, d := range []time.Duration{0, 300 * time.Microsecond, 1500 * time.Microsecond, 20 * time.Millisecond} {
+			start := time.Now()
+			err := p.Wait(context.Background(), start.Add(d), r)
+			if took := time.Since(start); !errors.Is(err, os.ErrDeadlineExceeded) || took < d {
+				t.Fatalf("Wait = %v after %v, want the deadline after %v", err, took, d)
+			}
+		}
+		unix.Write(w, []byte{1})
+		if err := p.Wait(context.Background(), time.Now().Add(-time.Second), r); err != nil {
+			t.Fatalf("Wait with a past deadline on a readable fd = %v", err)
+		}
+	})
+}
+
+// A pipe's write end whose read end is closed polls as failed (POLLERR):
+// an *FDError, registered or not. A read end whose write end is closed is
+// readable (POLLHUP: the read sees the end of the file), as a poll says.
+func TestFDError(t *testing.T) {
+	for _, how := range []string{"Ppoll", "Netpoll", "registered", "registered epoll_pwait"} {
+		t.Run(how, func(t *testing.T) {
+			var p [2]int
+			if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+				t.Fatal(err)
+			}
+			r, w := p[0], p[1]
+			defer unix.Close(w)
+			var q [2]int
+			if err := unix.Pipe2(q[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+				t.Fatal(err)
+			}
+			hr := q[0]
+			defer unix.Close(hr)
+			mode := Ppoll
+			if how == "Netpoll" {
+				mode = Netpoll
+			}
+			poller := newPoller(t, mode)
+			if strings.HasPrefix(how, "registered") {
+				was := noPwait2.Swap(how == "registered epoll_pwait")
+				defer noPwait2.Store(was)
+				if err := poller.Register(w); err != nil {
+					t.Fatal(err)
+				}
+			}
+			unix.Close(r)
+			var fe *FDError
+			if err := poller.Wait(context.Background(), time.Now().Add(5*time.Second), w); !errors.As(err, &fe) || fe.FD != w || fe.Revents&unix.POLLERR == 0 {
+				t.Fatalf("Wait on a pipe's write end without a reader = %v, want an *FDError for fd %d with POLLERR", err, w)
+			}
+			unix.Close(q[1])
+			if err := poller.Wait(context.Background(), time.Now().Add(5*time.Second), hr); err != nil {
+				t.Fatalf("Wait on a pipe's read end without a writer = %v, want nil (readable: end of file)", err)
+			}
+		})
+	}
+}
+
+// A registered wait allocates nothing, with and without a deadline.
+func TestRegisteredWaitAllocs(t *testing.T) {
+	waitCalls(t, func(t *testing.T) {
+		r, w := pipe(t)
+		unix.Write(w, []byte{1}) // stays readable
+		p := newRegistered(t, r)
+		deadline := time.Now().Add(time.Hour)
+		if n := testing.AllocsPerRun(100, func() {
+			if err := p.Wait(context.Background(), deadline, r); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Wait(context.Background(), time.Time{}, r); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("a registered Wait allocates %v times per call", n)
+		}
+	})
+}
+
+func TestRegisterTooManyFDs(t *testing.T) {
+	modes(t, func(t *testing.T, m Mode) {
+		p := newPoller(t, m)
+		if err := p.Register(0, 1, 2); !errors.Is(err, unix.EINVAL) {
+			t.Fatalf("Register of 3 fds = %v", err)
+		}
+	})
+}
+
+// openFDs counts the process's open fds.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}

@@ -37,7 +37,8 @@ func (t *thread) close() {
 
 // waitThread is Wait under Ppoll: one ppoll(2) over fds, the wake eventfd
 // and, for a context that can be cancelled, an eventfd that a
-// context.AfterFunc writes.
+// context.AfterFunc writes; or, on the registered fds with a context that
+// cannot be cancelled, waitRegistered.
 //
 // Every 2 ms of waiting it yields to the Go scheduler once: a goroutine
 // whose waits are system calls never passes through the scheduler, so its
@@ -50,7 +51,11 @@ func (t *thread) close() {
 // another thread's wake-up each time, so the yield is rationed.
 func (p *Poller) waitThread(ctx context.Context, deadline time.Time, fds []int) error {
 	cancelFD := int32(-1) // poll ignores a negative fd
-	if done := ctx.Done(); done != nil {
+	done := ctx.Done()
+	if r := p.reg.p.Load(); r != nil && done == nil && r.matches(fds) {
+		return p.waitRegistered(r, deadline)
+	}
+	if done != nil {
 		a, err := p.arm(ctx, done)
 		if err != nil {
 			return err
