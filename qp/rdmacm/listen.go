@@ -73,15 +73,19 @@ func listen(ctx context.Context, address string, o Options, ps ucma.PortSpace, t
 	if err := ch.Bind(l.id, ap); err != nil {
 		return nil, wrapStep("listen", ap.String(), err)
 	}
-	if err := ch.Listen(l.id, o.Backlog); err != nil {
-		return nil, wrapStep("listen", ap.String(), err)
-	}
+	// The bound id knows its device and port already; learning them
+	// before listening means that once anyone can see the listener (a
+	// peer's request, the kernel's CM ID table), a DEVICE_REMOVAL it gets
+	// names the device.
 	l.addr = ap
 	if info, err := ch.QueryAddr(l.id); err == nil {
 		if info.Src.IsValid() {
 			l.addr = info.Src
 		}
 		l.dev, l.devKnown = deviceByGUID(info.NodeGUID)
+	}
+	if err := ch.Listen(l.id, o.Backlog); err != nil {
+		return nil, wrapStep("listen", ap.String(), err)
 	}
 	return l, nil
 }
