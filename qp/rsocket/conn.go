@@ -132,6 +132,10 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	if c.rmsgHead == c.rmsgTail {
 		c.progress()
+		c.poll(c.readable, &c.readDeadline)
+		if c.closed {
+			return 0, c.opErr("read", net.ErrClosed)
+		}
 		for !c.readable() {
 			c.readParked = true
 			deadline := c.readDeadline

@@ -35,9 +35,10 @@
 // # Progress
 //
 // No goroutine moves data: a Read or Write that cannot go on processes the
-// completion queue itself and, when nothing is there, arms it and waits for
-// the completion channel, parked in Go's runtime poller (fdwait's Netpoll
-// mode), so that many connections need few OS threads. Deadlines and Close
+// completion queue itself, polls it for Options.PollTime (rsocket's
+// polling_time, 10 us by default) and, when nothing has come, arms it and
+// waits for the completion channel, parked in Go's runtime poller
+// (fdwait's Netpoll mode), so that many connections need few OS threads. Deadlines and Close
 // wake such a wait. One goroutine per connection, parked the same way,
 // watches the RDMA CM for a peer that disappears without a disconnect
 // message.

@@ -246,7 +246,7 @@ func (c *Conn) postWrite(b []byte, addr uint64, rkey uint32) error {
 // called and returning with c.mu held.
 func (c *Conn) waitWritable() error {
 	c.progress()
-	if c.writable() {
+	if c.poll(c.writable, &c.writeDeadline); c.writable() {
 		return nil
 	}
 	c.writeParked = true
