@@ -137,6 +137,14 @@ func (c *Conn) Read(p []byte) (int, error) {
 			return 0, c.opErr("read", net.ErrClosed)
 		}
 		for !c.readable() {
+			if passed(c.readDeadline) {
+				// A wait would end at once: look again without arming
+				// the CQ, whose event would then come for no one.
+				if c.progress(); !c.readable() {
+					return 0, c.opErr("read", os.ErrDeadlineExceeded)
+				}
+				break
+			}
 			c.readParked = true
 			deadline := c.readDeadline
 			c.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -248,6 +249,9 @@ func (c *Conn) waitWritable() error {
 	c.progress()
 	if c.poll(c.writable, &c.writeDeadline); c.writable() {
 		return nil
+	}
+	if passed(c.writeDeadline) {
+		return os.ErrDeadlineExceeded // as in Read: no arming for a wait that ends at once
 	}
 	c.writeParked = true
 	deadline := c.writeDeadline

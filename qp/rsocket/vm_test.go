@@ -110,6 +110,12 @@ func TestVMPollEnds(t *testing.T) {
 	if _, err := c.Read(b); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("Read with a deadline: %v", err)
 	}
+	c.mu.Lock()
+	armed := c.armed
+	c.mu.Unlock()
+	if armed {
+		t.Error("a Read that polled up to its deadline armed the CQ for a wait that could not be")
+	}
 	c.SetReadDeadline(time.Time{})
 	read := make(chan error, 1)
 	go func() {
