@@ -111,10 +111,10 @@ itest-twovm: setup
 itest-bare: setup
 	RXEVM_TOPOLOGY=none RXEVM_UNLOADED=rdma_rxe,crc32_generic $(call vmtest,^TestRxeLinkTool$$)
 
-## itest-example: the example module's tests, run the way another project runs them: go tool rxevm exec from its own directory; then the godoc examples of the main paths (RC send/receive, RDMA CM Dial/Listen, the server's Serve, rsocket's Dial/Listen; skipped on hosts without rxe), output checked, in the VM
+## itest-example: the example module's tests, run the way another project runs them: go tool rxevm exec from its own directory; then the godoc examples of the main paths (RC send/receive, RDMA CM Dial/Listen, the server's Serve, rsocket's Dial/Listen; skipped on hosts without rxe), output checked, in the VM, with the packages' own TestVM* tests (internals that only the VM reaches)
 itest-example: setup
 	cd integration/example && CGO_ENABLED=0 $(GO) test -count=1 -timeout $(ITIMEOUT) -exec '$(GO) tool rxevm exec' -v ./...
-	$(call vmtest,^Example,,,./qp/ ./qp/rdmacm/ ./qp/rsocket/ ./server/)
+	$(call vmtest,^(Example|TestVM),,,./qp/ ./qp/rdmacm/ ./qp/rsocket/ ./server/)
 
 ## itest-stream: qp/rsocket under programs written for TCP (integration/streamtest, a module of its own with x/net and grpc-go): nettest.TestConn and gRPC unary and streaming calls, in the VM via go tool rxevm exec
 itest-stream: setup
@@ -174,9 +174,9 @@ bench:
 bench-perftest: setup
 	{ $(BENCHENV) $(MAKE) itest RUN='TestPerftestBench' ITIMEOUT=60m 2>&1; echo "bench-exit $$?"; } | $(SPLICE) tools/perftest/README.md
 
-## bench-stream: Go rstream vs librdmacm's rstream at 64 B..1 MiB, latency and bandwidth, both roles, 5 interleaved rounds, STREAM-RATIO lines with TCP beside
+## bench-stream: Go rstream vs librdmacm's rstream at 64 B..64 KiB (FULL=1: and 1 MiB), latency and bandwidth, both roles, 5 interleaved rounds, STREAM-RATIO lines with TCP beside
 bench-stream: setup
-	RXEVM_BENCH=1 $(MAKE) itest RUN='^TestRstreamBench$$' ITIMEOUT=60m
+	RXEVM_BENCH=1 $(if $(FULL),RXEVM_BENCH_FULL=1) $(MAKE) itest RUN='^TestRstreamBench$$' ITIMEOUT=60m
 
 ## bench-vm: Go and C side by side in one VM boot (rc-pingpong, the server, perftest); the tables go into the tools' READMEs
 bench-vm: setup

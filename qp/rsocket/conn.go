@@ -132,7 +132,19 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	if c.rmsgHead == c.rmsgTail {
 		c.progress()
+		c.poll(c.readable, &c.readDeadline)
+		if c.closed {
+			return 0, c.opErr("read", net.ErrClosed)
+		}
 		for !c.readable() {
+			if passed(c.readDeadline) {
+				// A wait would end at once: look again without arming
+				// the CQ, whose event would then come for no one.
+				if c.progress(); !c.readable() {
+					return 0, c.opErr("read", os.ErrDeadlineExceeded)
+				}
+				break
+			}
 			c.readParked = true
 			deadline := c.readDeadline
 			c.mu.Unlock()
@@ -171,7 +183,13 @@ func (c *Conn) readable() bool {
 func (c *Conn) readReadyFunc() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.drive(c.readable, c.writeParked || c.ctrlParked)
+	// Read's own pass needs no kick: a Wake would only end its next wait
+	// at once.
+	kicked := c.readKicked
+	c.readKicked = true
+	done := c.drive(c.readable, c.writeParked || c.ctrlParked)
+	c.readKicked = kicked
+	return done
 }
 
 // drive takes the channel's events, processes completions and arms the CQ
@@ -195,13 +213,11 @@ func (c *Conn) drive(cond func() bool, others bool) bool {
 	}
 }
 
-// takeEvents reads and acknowledges the completion channel's events.
+// takeEvents reads and acknowledges the completion channel's event, if
+// any. The channel has one CQ, which is armed once per event, so there is
+// at most one: a second read would only find the channel empty.
 func (c *Conn) takeEvents() {
-	for {
-		got, err := c.r.ch.TryGetEvent()
-		if err != nil {
-			return
-		}
+	if got, err := c.r.ch.TryGetEvent(); err == nil {
 		got.Ack(1)
 		c.armed = false
 	}
@@ -301,7 +317,11 @@ func (c *Conn) canSend() bool {
 func (c *Conn) writeReadyFunc() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.drive(c.writable, c.readParked || c.ctrlParked)
+	kicked := c.writeKicked
+	c.writeKicked = true // as in readReadyFunc
+	done := c.drive(c.writable, c.readParked || c.ctrlParked)
+	c.writeKicked = kicked
+	return done
 }
 
 // writable is whether Write can go on: a data message may be sent, or

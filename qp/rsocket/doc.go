@@ -35,10 +35,20 @@
 // # Progress
 //
 // No goroutine moves data: a Read or Write that cannot go on processes the
-// completion queue itself and, when nothing is there, arms it and waits for
-// the completion channel, parked in Go's runtime poller (fdwait's Netpoll
-// mode), so that many connections need few OS threads. Deadlines and Close
-// wake such a wait. One goroutine per connection, parked the same way,
-// watches the RDMA CM for a peer that disappears without a disconnect
-// message.
+// completion queue itself, polls it for Options.PollTime (rsocket's
+// polling_time, 10 us by default) and, when nothing has come, arms it and
+// waits for the completion channel, parked in Go's runtime poller
+// (fdwait's Netpoll mode), so that many connections need few OS threads.
+// Deadlines and Close wake such a wait. One goroutine per connection,
+// parked the same way, watches the RDMA CM for a peer that disappears
+// without a disconnect message.
+//
+// Measured against librdmacm's rstream (tools/rstream as client, the C
+// tool as server, against C at both ends, interleaved, three rounds on a
+// quiet host; the VM's rxe on 6.1 under TCG; both tools polling, as the C
+// tool's non-blocking calls do): a 64-byte round trip took 53-67 us (C
+// 45-50), a 64 KiB transfer of a bandwidth run 2.90-3.09 ms (C
+// 2.73-2.90), a 4 KiB one 0.71-0.80 ms (C 0.57-0.59). Most of it is the
+// send doorbell's system call, in which rxe carries the data; Go makes as
+// many as C (strace -c). Under load from other VMs, runs swing tenfold.
 package rsocket

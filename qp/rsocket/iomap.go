@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 
 	"github.com/pureverbs/pureverbs/qp"
 	"github.com/pureverbs/pureverbs/uverbs"
@@ -246,8 +247,11 @@ func (c *Conn) postWrite(b []byte, addr uint64, rkey uint32) error {
 // called and returning with c.mu held.
 func (c *Conn) waitWritable() error {
 	c.progress()
-	if c.writable() {
+	if c.poll(c.writable, &c.writeDeadline); c.writable() {
 		return nil
+	}
+	if passed(c.writeDeadline) {
+		return os.ErrDeadlineExceeded // as in Read: no arming for a wait that ends at once
 	}
 	c.writeParked = true
 	deadline := c.writeDeadline

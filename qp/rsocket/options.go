@@ -13,6 +13,9 @@ const (
 	DefaultQueueSize  = 384
 	DefaultInline     = 64
 	DefaultBufferSize = 128 << 10
+	// DefaultPollTime is how long a Read or Write that cannot go on polls
+	// the completion queue before it parks, rsocket's polling_time.
+	DefaultPollTime = 10 * time.Microsecond
 )
 
 const (
@@ -70,6 +73,13 @@ type Options struct {
 	// Read reports the error instead, io.EOF being kept for the peer's
 	// shutdown.
 	Keepalive time.Duration
+	// PollTime is how long a Read or Write that cannot go on keeps
+	// polling the completion queue, on its goroutine, before it arms the
+	// queue and parks (rsocket's polling_time, /etc/rdma/rsocket/
+	// polling_time): a reply that comes within it is taken without a
+	// wake-up through the kernel and the scheduler, at the price of that
+	// much CPU time per wait. 0 means DefaultPollTime, negative none.
+	PollTime time.Duration
 	// ResolveTimeout bounds address and route resolution; 0 means 2 s.
 	ResolveTimeout time.Duration
 	// Backlog is Listen's backlog; 0 means the kernel's maximum.
@@ -82,10 +92,11 @@ type sizes struct {
 	inline     int
 	sbuf, rbuf int
 	iomap      int
+	poll       time.Duration
 }
 
 func (o *Options) sizes() (sizes, error) {
-	s := sizes{sq: o.SendQueue, rq: o.RecvQueue, inline: o.Inline, sbuf: o.SendBuffer, rbuf: o.RecvBuffer, iomap: o.IOMapSize}
+	s := sizes{sq: o.SendQueue, rq: o.RecvQueue, inline: o.Inline, sbuf: o.SendBuffer, rbuf: o.RecvBuffer, iomap: o.IOMapSize, poll: o.PollTime}
 	if s.iomap < 0 || s.iomap > MaxIOMapSize {
 		return s, fmt.Errorf("rsocket: iomap size %d outside [0, %d]: %w", s.iomap, MaxIOMapSize, unix.EINVAL)
 	}
@@ -100,6 +111,9 @@ func (o *Options) sizes() (sizes, error) {
 	}
 	if s.inline < 0 {
 		s.inline = 0
+	}
+	if s.poll == 0 {
+		s.poll = DefaultPollTime
 	}
 	if s.sbuf == 0 {
 		s.sbuf = DefaultBufferSize

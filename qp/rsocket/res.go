@@ -2,6 +2,7 @@ package rsocket
 
 import (
 	"errors"
+	"time"
 
 	"github.com/pureverbs/pureverbs/cq"
 	"github.com/pureverbs/pureverbs/qp"
@@ -30,6 +31,7 @@ type res struct {
 	sq     int
 	rq     int
 	inline int
+	poll   time.Duration // Options.PollTime; ≤ 0: none
 
 	rbufLen, sbufLen int
 	targetOff        int // the target list, after the ring
@@ -46,7 +48,7 @@ const (
 // newRes builds the connection's PD, completion channel, CQ, QP (in
 // RESET), buffer and memory regions, and its two completion waiters.
 func newRes(devctx *uverbs.Context, s sizes) (_ *res, err error) {
-	r := &res{sq: s.sq, rq: s.rq, rbufLen: s.rbuf, sbufLen: s.sbuf, iomapSize: s.iomap}
+	r := &res{sq: s.sq, rq: s.rq, rbufLen: s.rbuf, sbufLen: s.sbuf, iomapSize: s.iomap, poll: s.poll}
 	defer func() {
 		if err != nil {
 			r.release()

@@ -16,7 +16,8 @@
 // of bandwidth tests. -T s runs over kernel TCP instead (-T f the same: the
 // server does not fork). Calls are non-blocking by default and with -T n
 // (a deadline 1 ms ahead, its timeout the C tool's EAGAIN, the call
-// repeated; a write restarts at rsocket's 2 KiB first message, as the C
+// repeated, the connection polling its CQ meanwhile as the C tool spins;
+// a write restarts at rsocket's 2 KiB first message, as the C
 // tool's next rsend does), blocking with -T b (whole writes, MSG_WAITALL
 // reads); -T a waits for data before reading, as after poll (see
 // streamperf.Calls).

@@ -15,7 +15,7 @@ import (
 // RSocket is the Network of rsockets (qp/rsocket), with the C tools'
 // options: send and receive rings of twice -B or 512 KiB (rsocket doubles
 // SO_SNDBUF and SO_RCVBUF, as Linux does), the connection's inline size,
-// and -k's keepalive.
+// -k's keepalive, and non-blocking calls (-T n) that poll rather than park.
 type RSocket struct {
 	// Log receives the keepalive lines rstream prints for -k.
 	Log io.Writer
@@ -33,6 +33,13 @@ func (n RSocket) options(o *Options, inline int) rsocket.Options {
 	}
 	ro := rsocket.Options{SendBuffer: 2 * buf, RecvBuffer: 2 * buf, IOMapSize: n.IOMapSize,
 		Keepalive: time.Duration(o.Keepalive) * time.Second}
+	if o.DontWait && !o.Async {
+		// The C tools spin on EAGAIN: a call of theirs never sleeps. A
+		// call here ends at its deadline, SpinTick ahead; polling until
+		// then, rather than parking, spends the CPU the C tools spend
+		// and waits as they do.
+		ro.PollTime = SpinTick
+	}
 	switch {
 	case inline == 0:
 		ro.Inline = -1 // none: the bandwidth connection and -i 0
