@@ -6,7 +6,9 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -260,13 +262,25 @@ func TestCMDialUDDeadline(t *testing.T) {
 }
 
 // The listener's backlog is the kernel's count of CONNECT_REQUESTs
-// delivered and not yet read: with Backlog 1 a second request that arrives
-// while one is queued is dropped (the kernel does not reject it, so the
-// requester's CM sends the REQ again after its timeout, about 6 s on rxe)
-// and is seen only after the first was read; with Backlog 0 (the kernel's
-// maximum) both are queued at once.
+// delivered and not yet read: with Backlog 1, while one request is queued
+// a second is dropped (the kernel does not reject it) and the requester's
+// CM sends the REQ again after its timeout, 2×2^(lifetime−8) + 2^(20−8)
+// ms on RoCE (6.1 s on 6.1, where cma.c's packet lifetime is 18,
+// measured 6.2–6.4 s; 4.8–4.9 s measured on 6.12, as for a lifetime of
+// 16), so it is seen only after the first was read; with Backlog 0 (the
+// kernel's maximum) both are queued at once.
+//
+// The passive port's CM counters tell what happened, with no timing luck:
+// a REQ for a request the kernel holds, sent again, counts as a duplicate
+// (the CM answers it with the MRA it had delayed); a dropped REQ's cm_id is
+// gone, so its resend counts as a new REQ. No fixed sleep stands in for
+// "both REQs arrived": a Dial can send its REQ seconds late. The first
+// address resolution towards a neighbour not yet in the ARP table takes
+// its whole resolve timeout on 6.1 and 6.12 (3.1 s of a 3 s one, then
+// 1 ms), so in a freshly booted VM one of the two dialers here sent its
+// REQ 2 s after the other.
 func TestCMListenBacklog(t *testing.T) {
-	devices(t, 2)
+	devs := devices(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	for i, tc := range []struct {
@@ -274,10 +288,12 @@ func TestCMListenBacklog(t *testing.T) {
 		queued  bool // the second request is queued with the first
 	}{{backlog: 1}, {backlog: 0, queued: true}} {
 		addr := netip.AddrPortFrom(cmAddr0, uint16(7685-i)).String()
+		before := cmReqCounts(t, devs[0])
 		l, err := rdmacm.Listen(ctx, addr, rdmacm.Options{Backlog: tc.backlog})
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer l.Close() // on failure; Close is idempotent
 		errs := make(chan error, 2)
 		for range 2 {
 			go func() {
@@ -285,7 +301,32 @@ func TestCMListenBacklog(t *testing.T) {
 				errs <- err
 			}()
 		}
-		time.Sleep(2 * time.Second) // both REQs arrived
+		// Backlog 1: nothing is read until the kernel has received three
+		// new REQs from two dialers (one was dropped and sent again) and
+		// a duplicate (the queued one, kept). Backlog 0: until both
+		// arrived.
+		want := cmReqs{fresh: 2}
+		if !tc.queued {
+			want = cmReqs{fresh: 3, dup: 1}
+		}
+		var got cmReqs
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			got = cmReqCounts(t, devs[0]).sub(before)
+			if got.fresh >= want.fresh && got.dup >= want.dup {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("backlog %d: %s's CM received %d new REQs and %d duplicates in 30 s, want %d and %d", tc.backlog, devs[0], got.fresh, got.dup, want.fresh, want.dup)
+			}
+		}
+		if got.rej != 0 {
+			t.Errorf("backlog %d: %s's CM sent %d REJs before any request was read, want none", tc.backlog, devs[0], got.rej)
+		}
+		select {
+		case err := <-errs:
+			t.Fatalf("backlog %d: a dial ended before any request was read: %v", tc.backlog, err)
+		default:
+		}
 		take := func(limit time.Duration) (*rdmacm.Request, time.Duration) {
 			c, stop := context.WithTimeout(ctx, limit)
 			defer stop()
@@ -296,21 +337,21 @@ func TestCMListenBacklog(t *testing.T) {
 			}
 			return r, time.Since(start)
 		}
-		first, _ := take(time.Second)
+		first, _ := take(5 * time.Second)
 		if first == nil {
 			t.Fatalf("backlog %d: no request queued", tc.backlog)
 		}
-		second, _ := take(time.Second)
-		if (second != nil) != tc.queued {
-			t.Errorf("backlog %d: second request queued with the first: %v, want %v", tc.backlog, second != nil, tc.queued)
-		}
+		// The dropped request comes with its next resend: at most one
+		// REQ timeout after the first was read.
+		second, took := take(20 * time.Second)
 		if second == nil {
-			var took time.Duration
-			second, took = take(20 * time.Second)
-			t.Logf("backlog %d: the dropped request came again %v after the first was read", tc.backlog, took.Round(time.Millisecond))
-			if second == nil {
-				t.Errorf("backlog %d: the dropped request never came again", tc.backlog)
-			}
+			t.Errorf("backlog %d: the second request never came", tc.backlog)
+		}
+		after := cmReqCounts(t, devs[0]).sub(before)
+		t.Logf("backlog %d: REQs received before the first read: %d new, %d duplicates; the second request came %v after the first was read; %d new REQs in all",
+			tc.backlog, got.fresh, got.dup, took.Round(time.Millisecond), after.fresh)
+		if tc.queued && after.fresh != 2 {
+			t.Errorf("backlog %d: %d new REQs for two dials, want 2 (none dropped and sent again)", tc.backlog, after.fresh)
 		}
 		for _, r := range []*rdmacm.Request{first, second} {
 			if r != nil {
@@ -324,4 +365,33 @@ func TestCMListenBacklog(t *testing.T) {
 			}
 		}
 	}
+}
+
+// cmReqs counts REQs an RDMA port's CM received, and the REJs it sent.
+// fresh are REQs for no cm_id it holds (new requests, and the resends of
+// requests it dropped); dup are resends of requests it holds.
+type cmReqs struct{ fresh, dup, rej uint64 }
+
+func (c cmReqs) sub(o cmReqs) cmReqs {
+	return cmReqs{fresh: c.fresh - o.fresh, dup: c.dup - o.dup, rej: c.rej - o.rej}
+}
+
+// cmReqCounts reads dev's port 1 ib_cm counters
+// (/sys/class/infiniband/DEV/ports/1/cm_*): every REQ received is counted
+// in cm_rx_msgs as it arrives, a duplicate also in cm_rx_duplicates.
+func cmReqCounts(t *testing.T, dev string) cmReqs {
+	t.Helper()
+	read := func(name string) uint64 {
+		b, err := os.ReadFile("/sys/class/infiniband/" + dev + "/ports/1/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	all, dup := read("cm_rx_msgs/req"), read("cm_rx_duplicates/req")
+	return cmReqs{fresh: all - dup, dup: dup, rej: read("cm_tx_msgs/rej")}
 }
