@@ -93,19 +93,8 @@ func TestWake(t *testing.T) {
 	modes(t, func(t *testing.T, m Mode) {
 		p := newPoller(t, m)
 		r, _ := pipe(t)
-		ch := waitErr(p, context.Background(), time.Time{}, r)
-		blocked(t, ch)
-		p.Wake()
-		expect(t, ch, func(err error) bool { return err == ErrWoken }, "ErrWoken")
-		// Two wakes before a wait count as one; ClearWake takes them back.
-		p.Wake()
-		p.Wake()
-		if err := p.Wait(context.Background(), time.Time{}, r); err != ErrWoken {
-			t.Fatalf("Wait after two Wakes = %v", err)
-		}
-		if err := p.Wait(context.Background(), time.Now(), r); !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("the second wake was not absorbed: %v", err)
-		}
+		checkWakes(t, p, r)
+		// ClearWake takes wakes back.
 		p.Wake()
 		p.ClearWake()
 		if err := p.Wait(context.Background(), time.Now(), r); !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -442,20 +431,26 @@ func TestRegisteredReadable(t *testing.T) {
 func TestRegisteredWake(t *testing.T) {
 	waitCalls(t, func(t *testing.T) {
 		r, _ := pipe(t)
-		p := newRegistered(t, r)
-		ch := waitErr(p, context.Background(), time.Time{}, r)
-		blocked(t, ch)
-		p.Wake()
-		expect(t, ch, func(err error) bool { return err == ErrWoken }, "ErrWoken")
-		p.Wake()
-		p.Wake()
-		if err := p.Wait(context.Background(), time.Time{}, r); err != ErrWoken {
-			t.Fatalf("Wait after two Wakes = %v", err)
-		}
-		if err := p.Wait(context.Background(), time.Now(), r); !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("the second wake was not absorbed: %v", err)
-		}
+		checkWakes(t, newRegistered(t, r), r)
 	})
+}
+
+// checkWakes checks that Wake ends a Wait on r blocked in p with ErrWoken,
+// and that two wakes before a wait count as one.
+func checkWakes(t *testing.T, p *Poller, r int) {
+	t.Helper()
+	ch := waitErr(p, context.Background(), time.Time{}, r)
+	blocked(t, ch)
+	p.Wake()
+	expect(t, ch, func(err error) bool { return err == ErrWoken }, "ErrWoken")
+	p.Wake()
+	p.Wake()
+	if err := p.Wait(context.Background(), time.Time{}, r); err != ErrWoken {
+		t.Fatalf("Wait after two Wakes = %v", err)
+	}
+	if err := p.Wait(context.Background(), time.Now(), r); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the second wake was not absorbed: %v", err)
+	}
 }
 
 // Close wakes every registered wait, and closes the epoll set once they

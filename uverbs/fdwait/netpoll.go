@@ -228,21 +228,30 @@ func (n *netWait) ready(uintptr) bool {
 		return false
 	}
 	n.result = nil
-	var failed *unix.EpollEvent
-	for i := range n.events[:got] {
-		ev := &n.events[i]
-		switch {
-		case int(ev.Fd) == n.evfd:
-			n.result = errWokenMark
-			return true
-		case ev.Events&unix.EPOLLERR != 0:
-			failed = ev
-		}
-	}
-	if failed != nil {
-		n.result = &FDError{FD: int(failed.Fd), Revents: int16(failed.Events)}
+	woken, failed := scanEvents(n.events[:got], n.evfd)
+	switch {
+	case woken:
+		n.result = errWokenMark
+	case failed != nil:
+		n.result = failed
 	}
 	return true
+}
+
+// scanEvents reads what an epoll wait returned: whether the wake eventfd
+// evfd is among the events (it counts first), otherwise a watched fd that
+// failed, if any.
+func scanEvents(events []unix.EpollEvent, evfd int) (woken bool, failed *FDError) {
+	for i := range events {
+		ev := &events[i]
+		switch {
+		case int(ev.Fd) == evfd:
+			return true, nil
+		case ev.Events&unix.EPOLLERR != 0:
+			failed = &FDError{FD: int(ev.Fd), Revents: int16(ev.Events)}
+		}
+	}
+	return false, failed
 }
 
 // errWokenMark is ready's result for the wake eventfd, which the Poller

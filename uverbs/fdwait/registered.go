@@ -135,21 +135,15 @@ func (p *Poller) waitRegistered(r *regSet, deadline time.Time) error {
 		if err != 0 {
 			return fmt.Errorf("fdwait: %s: %w", r.waitName(), err)
 		}
-		var failed *unix.EpollEvent
-		for i := range events[:n] {
-			ev := &events[i]
-			switch {
-			case int(ev.Fd) == p.evfd:
-				return p.woken()
-			case ev.Events&unix.EPOLLERR != 0:
-				failed = ev
-			}
+		woken, failed := scanEvents(events[:n], p.evfd)
+		if woken {
+			return p.woken()
 		}
 		if failed != nil {
 			if p.closing.Load() {
 				return ErrClosed
 			}
-			return &FDError{FD: int(failed.Fd), Revents: int16(failed.Events)}
+			return failed
 		}
 		if n > 0 {
 			return nil
