@@ -96,7 +96,14 @@ func waitCounterAbove(t *testing.T, dev, name string, n uint64, limit time.Durat
 // hwCounter reads one of an rxe port's hardware counters.
 func hwCounter(t *testing.T, dev, name string) uint64 {
 	t.Helper()
-	b, err := os.ReadFile("/sys/class/infiniband/" + dev + "/ports/1/hw_counters/" + name)
+	return portCounter(t, dev, "hw_counters/"+name)
+}
+
+// portCounter reads a counter file under dev's port 1 in sysfs
+// (/sys/class/infiniband/DEV/ports/1/NAME).
+func portCounter(t *testing.T, dev, name string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/sys/class/infiniband/" + dev + "/ports/1/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}

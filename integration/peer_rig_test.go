@@ -5,6 +5,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/netip"
 	"os/exec"
 	"strings"
@@ -97,25 +98,7 @@ func (p *peer) wait(t testing.TB) string {
 // client), or fails if srv exits first.
 func waitListening(t testing.TB, srv *peer, port int, limit time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		ok, err := topology.Listening(port)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ok {
-			return
-		}
-		select {
-		case <-srv.done:
-			t.Fatalf("%s exited before listening on %d: %v\n%s", srv.name, port, srv.err, srv.out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s does not listen on port %d after %v:\n%s", srv.name, port, limit, srv.out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitListen(t, srv, fmt.Sprintf("port %d", port), limit, func() (bool, error) { return topology.Listening(port) })
 }
 
 // waitCMListening waits until an RDMA CM ID listens on port
@@ -123,9 +106,16 @@ func waitListening(t testing.TB, srv *peer, port int, limit time.Duration) {
 // connection for srv to take as its client), or fails if srv exits first.
 func waitCMListening(t testing.TB, srv *peer, port int, limit time.Duration) {
 	t.Helper()
+	waitListen(t, srv, fmt.Sprintf("RDMA CM port %d", port), limit, func() (bool, error) { return topology.CMListening(port, netip.Addr{}) })
+}
+
+// waitListen polls listening until it reports true, failing if srv exits
+// first or limit passes; where names what srv is to listen on.
+func waitListen(t testing.TB, srv *peer, where string, limit time.Duration, listening func() (bool, error)) {
+	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
-		ok, err := topology.CMListening(port, netip.Addr{})
+		ok, err := listening()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,11 +124,11 @@ func waitCMListening(t testing.TB, srv *peer, port int, limit time.Duration) {
 		}
 		select {
 		case <-srv.done:
-			t.Fatalf("%s exited before listening on RDMA CM port %d: %v\n%s", srv.name, port, srv.err, srv.out.String())
+			t.Fatalf("%s exited before listening on %s: %v\n%s", srv.name, where, srv.err, srv.out.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s does not listen on RDMA CM port %d after %v:\n%s", srv.name, port, limit, srv.out.String())
+			t.Fatalf("%s does not listen on %s after %v:\n%s", srv.name, where, limit, srv.out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

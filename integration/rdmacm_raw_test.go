@@ -6,9 +6,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -381,17 +379,7 @@ func (c cmReqs) sub(o cmReqs) cmReqs {
 // in cm_rx_msgs as it arrives, a duplicate also in cm_rx_duplicates.
 func cmReqCounts(t *testing.T, dev string) cmReqs {
 	t.Helper()
-	read := func(name string) uint64 {
-		b, err := os.ReadFile("/sys/class/infiniband/" + dev + "/ports/1/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	read := func(name string) uint64 { return portCounter(t, dev, name) }
 	all, dup := read("cm_rx_msgs/req"), read("cm_rx_duplicates/req")
 	return cmReqs{fresh: all - dup, dup: dup, rej: read("cm_tx_msgs/rej")}
 }
