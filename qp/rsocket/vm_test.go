@@ -22,6 +22,34 @@ func needVM(t *testing.T) {
 	}
 }
 
+// vmConn listens on 10.99.0.1:port, serves the one connection it accepts
+// with serve, and returns a connection to it from 10.99.0.2 dialled with
+// o; the test's end closes all three.
+func vmConn(ctx context.Context, t *testing.T, port int, o Options, serve func(net.Conn)) *Conn {
+	t.Helper()
+	addr := netip.AddrPortFrom(netip.MustParseAddr("10.99.0.1"), uint16(port)).String()
+	l, err := Listen(ctx, addr, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		serve(c)
+	}()
+	o.Source = netip.MustParseAddr("10.99.0.2")
+	c, err := Dial(ctx, addr, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // A Read parked for its data is woken by the completion channel alone:
 // the pass that finds the data kicks no one, so no Wake is left behind to
 // end the next Read's wait at once (each parked Read used to leave one,
@@ -31,17 +59,7 @@ func TestVMParkedReadLeavesNoWake(t *testing.T) {
 	needVM(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := Listen(ctx, "10.99.0.1:7749", Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	c := vmConn(ctx, t, 7749, Options{PollTime: -1}, func(c net.Conn) {
 		b := make([]byte, 64)
 		for {
 			if _, err := io.ReadFull(c, b); err != nil {
@@ -52,12 +70,7 @@ func TestVMParkedReadLeavesNoWake(t *testing.T) {
 				return
 			}
 		}
-	}()
-	c, err := Dial(ctx, "10.99.0.1:7749", Options{Source: netip.MustParseAddr("10.99.0.2"), PollTime: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	})
 	b := make([]byte, 64)
 	for i := range 20 {
 		if _, err := c.Write(b); err != nil {
@@ -81,24 +94,9 @@ func TestVMPollEnds(t *testing.T) {
 	needVM(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l, err := Listen(ctx, "10.99.0.1:7750", Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	c := vmConn(ctx, t, 7750, Options{PollTime: time.Minute}, func(c net.Conn) {
 		io.Copy(io.Discard, c) // sends nothing
-	}()
-	c, err := Dial(ctx, "10.99.0.1:7750", Options{Source: netip.MustParseAddr("10.99.0.2"), PollTime: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	})
 	start := time.Now()
 	defer func() {
 		if d := time.Since(start); d > 30*time.Second {
