@@ -183,12 +183,17 @@ func (c *Conn) readable() bool {
 func (c *Conn) readReadyFunc() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	// Read's own pass needs no kick: a Wake would only end its next wait
-	// at once.
-	kicked := c.readKicked
-	c.readKicked = true
-	done := c.drive(c.readable, c.writeParked || c.ctrlParked)
-	c.readKicked = kicked
+	return c.driveOwn(&c.readKicked, c.readable, c.writeParked || c.ctrlParked)
+}
+
+// driveOwn is drive for a parked call's own pass, with its side's kick
+// mark set while it runs: a Wake from the pass would only end the call's
+// next wait at once.
+func (c *Conn) driveOwn(kicked *bool, cond func() bool, others bool) bool {
+	was := *kicked
+	*kicked = true
+	done := c.drive(cond, others)
+	*kicked = was
 	return done
 }
 
@@ -317,11 +322,7 @@ func (c *Conn) canSend() bool {
 func (c *Conn) writeReadyFunc() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	kicked := c.writeKicked
-	c.writeKicked = true // as in readReadyFunc
-	done := c.drive(c.writable, c.readParked || c.ctrlParked)
-	c.writeKicked = kicked
-	return done
+	return c.driveOwn(&c.writeKicked, c.writable, c.readParked || c.ctrlParked)
 }
 
 // writable is whether Write can go on: a data message may be sent, or
