@@ -329,13 +329,17 @@ func runPerftestCase(t *testing.T, c perftestCase, goServer bool) {
 	// its row is all inf. That says nothing about the wire: run again, up
 	// to four times (arm64 under a loaded host failed twice in a row). So
 	// does 6.1's rxe refusing a retransmitted request (see
-	// retransmitWatch): once.
+	// retransmitWatch), and a packet lost over UC or UD (lossWatch): once.
 	for try := 0; ; try++ {
-		w := watchRetransmits(t)
+		w, l := watchRetransmits(t), watchLoss(t)
 		so, co, err := tryPerftestPair(t, srv, cli, c.tool, c.cliExtra, c.args...)
 		if err != nil {
 			if why, ok := w.refused(t, err.Error()); ok && try == 0 {
 				t.Logf("%s; running the pair again", why)
+				continue
+			}
+			if why, ok := l.lost(t, err.Error()); ok && unreliable(c.args) && try == 0 {
+				t.Logf("%s, and an end stalled: a packet lost on a transport that does not retransmit; running the pair again", why)
 				continue
 			}
 			t.Fatal(err)
