@@ -232,3 +232,29 @@ func sampleThreadSwitches(p *peer) map[int]int {
 		}
 	}
 }
+
+// TestServerParkSyscalls runs rocev2-server under strace -f -c while
+// rocev2-send paces frames 20 ms apart, so that the receive loop spends
+// its spin budget and parks again and again (28 to 43 times per 100
+// frames in the VM: the pacing bunches some): every park is an
+// epoll_pwait2 on the set the server's pool registered once (the CQ
+// channel and the wake eventfd), none a ppoll that builds its poll table
+// again.
+func TestServerParkSyscalls(t *testing.T) {
+	const frames, port = 100, 18690
+	devs := devices(t, 2)
+	out := filepath.Join(t.TempDir(), "strace")
+	srv := startPeer(t, 3*time.Minute, "strace", "-f", "-c", "-o", out, "rocev2-server", "-d", devs[0], "-g", gidArg(t, devs[0]),
+		"-p", strconv.Itoa(port), "-n", strconv.Itoa(frames), "-check", "-q", "-linger", "0")
+	waitListening(t, srv, port, 30*time.Second)
+	runPeer(t, 2*time.Minute, "rocev2-send", "-d", devs[1], "-g", gidArg(t, devs[1]), "-p", strconv.Itoa(port),
+		"-n", strconv.Itoa(frames), "-r", "50", "-s", "64", "10.99.0.1")
+	if o := srv.wait(t); !strings.Contains(o, "0 lost, 0 corrupt") {
+		t.Fatalf("server summary:\n%s", o)
+	}
+	c := straceCounts(t, out)
+	t.Logf("rocev2-server, %d frames 20 ms apart: epoll_pwait2 %d, ppoll %d, read %d, write %d", frames, c["epoll_pwait2"], c["ppoll"], c["read"], c["write"])
+	if c["ppoll"] > 0 || c["epoll_pwait2"] < frames/10 {
+		t.Errorf("the loop parked with %d ppolls and %d epoll_pwait2s for %d paced frames; want every park on the registered set", c["ppoll"], c["epoll_pwait2"], frames)
+	}
+}

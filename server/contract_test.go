@@ -65,7 +65,7 @@ func TestRingTracking(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := newPool(make([]byte, 64), 0, 0, 64, 1, func() error { return nil })
+			p, err := newPool(make([]byte, 64), 0, 0, 64, 1, -1, func() error { return nil })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,7 +80,7 @@ func TestRingTracking(t *testing.T) {
 		})
 	}
 	// A new connection starts the ring afresh.
-	p, _ := newPool(make([]byte, 64), 0, 0, 64, 1, func() error { return nil })
+	p, _ := newPool(make([]byte, 64), 0, 0, 64, 1, -1, func() error { return nil })
 	defer p.close()
 	c := counters{}
 	c.frame(0, 100, 1)

@@ -154,7 +154,7 @@ func TestFrameAllocsChannel(t *testing.T) {
 // still registered, after a deregistration that failed.
 func TestPoolCloseReportsUnmap(t *testing.T) {
 	slab := make([]byte, 4*64)
-	p, err := newPool(slab, 0, 0, 64, 4, func() error { return unix.EBUSY })
+	p, err := newPool(slab, 0, 0, 64, 4, -1, func() error { return unix.EBUSY })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,7 +109,7 @@ func FuzzLoopCompletions(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		const depth, size = 8, 64
 		k := &kernelQueue{base: 0x1000, size: size, slotOf: map[uint64]int{}}
-		p, err := newPool(make([]byte, depth*size), 0x1000, 7, size, depth, func() error { return nil })
+		p, err := newPool(make([]byte, depth*size), 0x1000, 7, size, depth, -1, func() error { return nil })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -136,7 +136,7 @@ func TestLoopBadCompletions(t *testing.T) {
 	const depth, size = 8, 100
 	var delivered []Frame
 	q := &scripted{}
-	p, err := newPool(make([]byte, depth*size), 0x1000, 7, size, depth, func() error { return nil })
+	p, err := newPool(make([]byte, depth*size), 0x1000, 7, size, depth, -1, func() error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}

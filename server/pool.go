@@ -113,12 +113,19 @@ type pool struct {
 }
 
 // newPool lays out depth slots of size bytes over mem, which the device
-// knows at address base under lkey. All slots start idle.
-func newPool(mem []byte, base uint64, lkey uint32, size, depth int, unmap func() error) (*pool, error) {
+// knows at address base under lkey. All slots start idle. The loop parks
+// on eventFD, the CQ channel's, for the server's life.
+func newPool(mem []byte, base uint64, lkey uint32, size, depth, eventFD int, unmap func() error) (*pool, error) {
 	// Ppoll: the loop's wake-up is a completion's, on the hot path (see
-	// package fdwait).
+	// package fdwait). The channel is registered once, so that each park
+	// is one epoll_pwait2 rather than a ppoll that builds its poll table
+	// again.
 	w, err := fdwait.New(fdwait.Ppoll)
 	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if err := w.Register(eventFD); err != nil {
+		w.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	p := &pool{

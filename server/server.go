@@ -93,7 +93,7 @@ func New(cfg Config) (*Server, error) {
 		s.frames = make(chan Frame, cfg.Depth)
 	}
 	mem, addr, lkey := dev.slab()
-	if s.pool, err = newPool(mem, addr, lkey, cfg.MaxPayload, cfg.Depth, dev.freeSlab); err != nil {
+	if s.pool, err = newPool(mem, addr, lkey, cfg.MaxPayload, cfg.Depth, dev.ch.FD(), dev.freeSlab); err != nil {
 		return nil, errors.Join(err, dev.closeAll())
 	}
 	if s.fresh, err = dev.newRCQueue(); err != nil {

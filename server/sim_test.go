@@ -130,7 +130,7 @@ func newSimRig(t testing.TB, depth, size int, handler func(Frame)) *simRig {
 	base, key := dev.Register(slab)
 	r.src = make([]byte, srcSlots*size)
 	r.srcAddr, r.srcKey = dev.Register(r.src)
-	if r.p, err = newPool(slab, base, key, size, depth, func() error { r.unmaps.Add(1); return nil }); err != nil {
+	if r.p, err = newPool(slab, base, key, size, depth, evfd, func() error { r.unmaps.Add(1); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.p.close() })
