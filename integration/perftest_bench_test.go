@@ -118,11 +118,19 @@ func TestPerftestBench(t *testing.T) {
 	}
 	rounds := benchRounds()
 	rows := perftestBenchRows()
+	note := "" // what the table leaves out, under it
 	if slices.Contains(strings.Fields(os.Getenv("RXEVM_BENCH_PERFTEST_FLAGS")), "-e") {
 		// perftest refuses -e on WRITE (both tools: "Events feature not
 		// available on WRITE verb"); those rows only poll.
 		rows = slices.DeleteFunc(rows, func(r perftestBenchRow) bool { return strings.HasPrefix(r.tool, "ib_write_") })
 		t.Log("ib_write_bw and ib_write_lat skipped: perftest has no -e for WRITE")
+		if kernelAtLeast(t, 6, 12) {
+			// 6.12's rxe leaves ib_send_lat -e without a completion
+			// event for 30 s, C against C as well: nothing to compare.
+			rows = slices.DeleteFunc(rows, func(r perftestBenchRow) bool { return r.tool == "ib_send_lat" })
+			note = "\nib_send_lat is left out: with -e it stalls on this kernel, C against C too.\n"
+			t.Log("ib_send_lat skipped: with -e it stalls on 6.12, C against C too")
+		}
 	}
 	all := len(rows)
 	// RXEVM_BENCH_GOENV="K=V ..." adds a third contender to every pair:
@@ -171,7 +179,7 @@ func TestPerftestBench(t *testing.T) {
 			fmt.Print(lines)
 			if len(rows) < all {
 				t.Log("a subset of the rows (RXEVM_BENCHROWS): no Markdown table for the README")
-			} else if err := benchMarkdown("perftest", table); err != nil {
+			} else if err := benchMarkdown("perftest", table+note); err != nil {
 				t.Error(err)
 			}
 		}
