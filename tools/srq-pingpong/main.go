@@ -63,10 +63,10 @@ func pingpongMain(o *options, stdout io.Writer) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, e.close()) }()
-	if err := e.fillSRQ(o.rxDepth); err != nil {
+	if err := e.fillSRQ(o.RxDepth); err != nil {
 		return err
 	}
-	if o.events {
+	if o.Events {
 		if err := e.cq.ReqNotify(false); err != nil {
 			return fmt.Errorf("Couldn't request CQ notification: %w", err)
 		}
@@ -78,12 +78,12 @@ func pingpongMain(o *options, stdout io.Writer) (err error) {
 	for _, p := range local {
 		pp.PrintAddress(stdout, "local address: ", pp.Dest(p))
 	}
-	client := o.server != ""
+	client := o.Server != ""
 	remote, err := func() ([]peerT, error) {
 		if client {
-			return dialExchange(o.server, o.port, local)
+			return dialExchange(o.Server, o.Port, local)
 		}
-		ln, err := pp.Listen(o.port)
+		ln, err := pp.Listen(o.Port)
 		if err != nil {
 			return nil, err
 		}
@@ -100,7 +100,7 @@ func pingpongMain(o *options, stdout io.Writer) (err error) {
 			return err
 		}
 	}
-	if !o.events {
+	if !o.Events {
 		runtime.LockOSThread() // the poll loop spins
 		defer runtime.UnlockOSThread()
 	}
@@ -111,6 +111,6 @@ func pingpongMain(o *options, stdout io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	pp.PrintSummary(stdout, o.size, o.iters, elapsed)
+	pp.PrintSummary(stdout, o.Size, o.Iters, elapsed)
 	return nil
 }

@@ -8,21 +8,32 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/pureverbs/pureverbs/qp"
 	pp "github.com/pureverbs/pureverbs/tools/internal/pingpong"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
+// ibv_srq_pingpong's defaults (rdma-core v44's main()) and every one of
+// the options this tool has.
 func TestDefaultsAndOptions(t *testing.T) {
-	o, err := parseOptions(nil)
-	if err != nil || o.port != 18515 || o.numQP != 16 || o.rxDepth != 500 || o.iters != 1000 || o.size != 4096 ||
-		o.mtu != uverbs.MTU1024 || o.gidIndex != -1 || o.ibPort != 1 || o.server != "" {
-		t.Fatalf("defaults: %+v, %v", o, err)
-	}
-	o, err = parseOptions([]string{"-q", "0x5", "--size=2000", "-n", "300", "-r", "64", "-g", "1", "-e", "-p", "18620", "-m", "2048", "-l", "3", "host"})
-	if err != nil || o.numQP != 5 || o.size != 2000 || o.iters != 300 || o.rxDepth != 64 || o.gidIndex != 1 || !o.events ||
-		o.port != 18620 || o.mtu != uverbs.MTU2048 || o.sl != 3 || o.server != "host" {
-		t.Fatalf("parsed: %+v, %v", o, err)
+	for _, tc := range []struct {
+		args []string
+		want options
+	}{
+		{nil, options{Options: pp.Options{Port: 18515, IBPort: 1, Size: 4096, RxDepth: 500, Iters: 1000, GIDIndex: -1}, mtu: uverbs.MTU1024, numQP: 16}},
+		{[]string{"-q", "0x5", "--size=2000", "-n", "300", "-r", "64", "-g", "1", "-e", "-p", "18620", "-m", "2048", "-l", "3", "-d", "rxe1", "-i", "2", "host"}, options{
+			Options: pp.Options{Server: "host", Port: 18620, IBDev: "rxe1", IBPort: 2, Size: 2000, RxDepth: 64, Iters: 300, SL: 3, Events: true, GIDIndex: 1},
+			mtu:     uverbs.MTU2048,
+			numQP:   5,
+		}},
+	} {
+		got, err := parseOptions(tc.args)
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+		} else if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(options{})); diff != "" {
+			t.Errorf("%q (-want +got):\n%s", tc.args, diff)
+		}
 	}
 	for _, bad := range [][]string{{"-m", "1000"}, {"-q", "257"}, {"a", "b"}, {"-s", "0"}} {
 		if _, err := parseOptions(bad); !errors.Is(err, pp.ErrUsage) {
