@@ -40,8 +40,26 @@ func TestDefaultsAndOptions(t *testing.T) {
 			t.Errorf("%q: %v, want usage", bad, err)
 		}
 	}
-	if _, err := parseOptions([]string{"-q", "8", "-r", "4"}); err == nil || !strings.Contains(err.Error(), "rx_depth 4 is too small for 8 QPs") {
-		t.Errorf("-q 8 -r 4: %v", err)
+}
+
+// What ibv_srq_pingpong prints when it refuses its command line: getopt's
+// message after the program name and the usage, or only its own message
+// for more QPs than receives; exit status 1 either way.
+func TestRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		args           []string
+		stdout, stderr string
+	}{
+		{[]string{"-x"}, "Usage:\n  srq-pingpong ", "srq-pingpong: invalid option -- 'x'\n"},
+		{[]string{"--bogus"}, "Usage:\n  srq-pingpong ", "srq-pingpong: unrecognized option '--bogus'\n"},
+		{[]string{"-m", "1000"}, "Usage:\n  srq-pingpong ", ""},
+		{[]string{"-q", "8", "-r", "4"}, "", "rx_depth 4 is too small for 8 QPs -- must have at least one receive per QP.\n"},
+	} {
+		var stdout, stderr strings.Builder
+		rc := run(append([]string{"srq-pingpong"}, tc.args...), &stdout, &stderr)
+		if rc != 1 || !strings.HasPrefix(stdout.String(), tc.stdout) || (tc.stdout == "") != (stdout.Len() == 0) || stderr.String() != tc.stderr {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", tc.args, rc, stdout.String(), stderr.String())
+		}
 	}
 }
 

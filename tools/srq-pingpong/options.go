@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 
 	"github.com/pureverbs/pureverbs/tools/internal/getopt"
@@ -34,17 +33,12 @@ var optionSpecs = []getopt.Spec{
 }
 
 // parseOptions parses the arguments after the program name. A getopt error
-// is returned as it is; a bad value or a surplus operand gives pp.ErrUsage;
-// more QPs than receives give the C tool's message.
+// is returned as it is (the caller prints it and the usage); a bad value or
+// a surplus operand gives pp.ErrUsage.
 func parseOptions(args []string) (options, error) {
 	o := defaultOptions()
-	if err := o.Parse(optionSpecs, args, o.set); err != nil {
-		return o, err
-	}
-	if o.numQP > o.RxDepth {
-		return o, fmt.Errorf("rx_depth %d is too small for %d QPs -- must have at least one receive per QP.", o.RxDepth, o.numQP)
-	}
-	return o, nil
+	err := o.Parse(optionSpecs, args, o.set)
+	return o, err
 }
 
 // set applies one option: the shared ones (-s and -r at least 1), -m, -q.
