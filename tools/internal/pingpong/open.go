@@ -9,6 +9,23 @@ import (
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
+// PickDevice is the named device, or the first one found.
+func PickDevice(name string) (uverbs.Device, error) {
+	devs, err := uverbs.Devices()
+	if err != nil {
+		return uverbs.Device{}, fmt.Errorf("Failed to get IB devices list: %w", err)
+	}
+	for _, d := range devs {
+		if name == "" || d.Name == name {
+			return d, nil
+		}
+	}
+	if name == "" {
+		return uverbs.Device{}, errors.New("No IB devices found")
+	}
+	return uverbs.Device{}, fmt.Errorf("IB device %s not found", name)
+}
+
 // Spec is what a tool's command line and transport say about the end Open
 // makes.
 type Spec struct {

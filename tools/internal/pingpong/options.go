@@ -1,12 +1,28 @@
 package pingpong
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/pureverbs/pureverbs/tools/internal/getopt"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
+
+// ErrUsage asks the caller to print the usage text and fail, as the C
+// tools do for a bad value or a surplus operand.
+var ErrUsage = errors.New("usage")
+
+// Number parses a strtol-style integer (base prefix allowed) within
+// [lo, hi]; anything else is ErrUsage.
+func Number(s string, lo, hi int) (int, error) {
+	n, err := strconv.ParseInt(s, 0, 64)
+	if err != nil || n < int64(lo) || n > int64(hi) {
+		return 0, ErrUsage
+	}
+	return int(n), nil
+}
 
 // Options are the command line every ibv_*_pingpong has (rdma-core v44):
 // the server operand and -p -d -i -s -r -n -l -e -g. A tool embeds them in
@@ -91,15 +107,17 @@ func (o *Options) Set(c rune, arg string, min int) (handled bool, err error) {
 	return true, err
 }
 
-// ParseMTU reads -m, the path MTU in bytes, for the tools that have it;
-// a size that is no path MTU is ErrUsage.
+// ParseMTU reads -m, the path MTU in bytes, for the tools that have it, as
+// pp_mtu_to_enum does; a size that is no path MTU is ErrUsage.
 func ParseMTU(arg string) (uverbs.MTU, error) {
 	n, err := Number(arg, 0, 1<<31-1)
 	if err != nil {
 		return 0, err
 	}
-	if m := MTUFromBytes(n); m != 0 {
-		return m, nil
+	for m := uverbs.MTU256; m <= uverbs.MTU4096; m++ {
+		if m.Bytes() == n {
+			return m, nil
+		}
 	}
 	return 0, ErrUsage
 }

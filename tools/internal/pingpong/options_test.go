@@ -84,12 +84,13 @@ func TestOptionsParse(t *testing.T) {
 
 // -m takes only a path MTU.
 func TestParseMTU(t *testing.T) {
-	for arg, want := range map[string]uverbs.MTU{"256": uverbs.MTU256, "0x800": uverbs.MTU2048, "4096": uverbs.MTU4096} {
+	for arg, want := range map[string]uverbs.MTU{"256": uverbs.MTU256, "512": uverbs.MTU512, "1024": uverbs.MTU1024,
+		"0x800": uverbs.MTU2048, "4096": uverbs.MTU4096} {
 		if m, err := ParseMTU(arg); err != nil || m != want {
 			t.Errorf("-m %s: %v, %v; want %v", arg, m, err, want)
 		}
 	}
-	for _, arg := range []string{"1500", "0", "8192", "1k", ""} {
+	for _, arg := range []string{"1500", "0", "8192", "128", "1k", ""} {
 		if _, err := ParseMTU(arg); !errors.Is(err, ErrUsage) {
 			t.Errorf("-m %q: %v, want ErrUsage", arg, err)
 		}
