@@ -18,7 +18,6 @@ package main
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -35,27 +34,7 @@ func main() {
 // run is the whole program; it returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	return pp.Main(args, stdout, stderr, parseOptions, printUsage,
-		func(o *options, stdout io.Writer) error { return pingpongMain(o, stdout, stderr) })
-}
-
-// pingpongMain sets up one end, connects it to its peer and runs the
-// exchange, in ibv_rc_pingpong's order.
-func pingpongMain(o *options, stdout, stderr io.Writer) (err error) {
-	e, err := openEndpoint(o)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, e.Close()) }()
-	s := &pp.Session{
-		Server: o.server, Port: o.port, Size: o.size, Iters: o.iters, RxDepth: o.rxDepth,
-		Events: o.events, Validate: o.validate, LocalSep: ",",
-		Q: e, CQ: e.CQ, Ch: e.Ch, Msg: e.Buf.Bytes(),
-		LocalDest: e.LocalDest, Connect: e.connect,
-	}
-	if os.Getenv("RC_PINGPONG_MALLOCS") == "1" {
-		s.Around = func(p *pp.Pingpong) func() { return countMallocs(p, o.iters, stderr) }
-	}
-	return pp.Run(s, stdout)
+		pp.RunSession(func(o *options) (*pp.Session, error) { return openSession(o, stderr) }))
 }
 
 // countMallocs starts counting the loop's heap allocations once a quarter

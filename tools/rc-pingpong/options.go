@@ -10,19 +10,11 @@ import (
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
-// options is the parsed command line, with ibv_rc_pingpong's defaults.
+// options is the parsed command line: the shared options and
+// ibv_rc_pingpong's own.
 type options struct {
-	server   string // host to connect to; empty: be the server
-	port     int    // TCP port of the address exchange
-	ibDev    string // device name; empty: the first device
-	ibPort   uint8
-	size     int
+	pp.Options
 	mtu      uverbs.MTU
-	rxDepth  int
-	iters    int
-	sl       uint8
-	events   bool
-	gidIndex int // -1: no GID, so the address vector has no GRH
 	odp      bool
 	ts       bool
 	validate bool
@@ -30,15 +22,7 @@ type options struct {
 
 // defaultOptions are ibv_rc_pingpong's defaults.
 func defaultOptions() options {
-	return options{
-		port:     18515,
-		ibPort:   1,
-		size:     4096,
-		mtu:      uverbs.MTU1024,
-		rxDepth:  500,
-		iters:    1000,
-		gidIndex: -1,
-	}
+	return options{Options: pp.DefaultOptions(4096), mtu: uverbs.MTU1024}
 }
 
 // optionSpecs are ibv_rc_pingpong's options (rdma-core v44).
@@ -56,21 +40,21 @@ var optionSpecs = []getopt.Spec{
 // gives pp.ErrUsage; an option rxe cannot honour gives a plain error.
 func parseOptions(args []string) (options, error) {
 	o := defaultOptions()
-	var err error
-	if o.server, err = pp.ParseArgs(optionSpecs, args, o.set); err != nil {
-		return o, err
-	}
-	return o, nil
+	err := o.Parse(optionSpecs, args, o.set)
+	return o, err
 }
 
-// set applies one option: the shared ones through pp.CommonFlags, then
-// this tool's own.
-func (o *options) set(c rune, arg string) error {
-	if ok, err := (pp.CommonFlags{Port: &o.port, Dev: &o.ibDev, IBPort: &o.ibPort, Size: &o.size, MTU: &o.mtu,
-		RxDepth: &o.rxDepth, Iters: &o.iters, SL: &o.sl, Events: &o.events, GIDIndex: &o.gidIndex, Validate: &o.validate}).Set(c, arg); ok {
+// set applies one option: the shared ones (-s and -r may be 0), then this
+// tool's own.
+func (o *options) set(c rune, arg string) (err error) {
+	if ok, err := o.Options.Set(c, arg, 0); ok {
 		return err
 	}
 	switch c {
+	case 'm':
+		o.mtu, err = pp.ParseMTU(arg)
+	case 'c':
+		o.validate = true
 	case 'o':
 		o.odp = true
 	case 't':
@@ -84,18 +68,13 @@ func (o *options) set(c rune, arg string) error {
 	case 'j':
 		return errors.New("-j: device memory is not supported by rxe")
 	}
-	return nil
+	return err
 }
 
 // printUsage writes ibv_rc_pingpong's help text for the options this tool
 // shares with it.
 func printUsage(w io.Writer, argv0 string) {
-	fmt.Fprintf(w, `Usage:
-  %[1]s            start a server and wait for connection
-  %[1]s <host>     connect to server at <host>
-
-Options:
-  -p, --port=<port>      listen on/connect to port <port> (default 18515)
+	pp.PrintUsage(w, argv0, `  -p, --port=<port>      listen on/connect to port <port> (default 18515)
   -d, --ib-dev=<dev>     use IB device <dev> (default first device found)
   -i, --ib-port=<port>   use port <port> of IB device (default 1)
   -s, --size=<size>      size of message to exchange (default 4096)
@@ -109,5 +88,5 @@ Options:
   -t, --ts               get CQE with timestamp
   -c, --chk              validate received buffer
   -N, --new_send         accepted for compatibility (one post path)
-`, argv0)
+`)
 }

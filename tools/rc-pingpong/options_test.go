@@ -15,7 +15,7 @@ func TestDefaultsAreCs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := options{port: 18515, ibPort: 1, size: 4096, mtu: uverbs.MTU1024, rxDepth: 500, iters: 1000, gidIndex: -1}
+	want := options{Options: pp.Options{Port: 18515, IBPort: 1, Size: 4096, RxDepth: 500, Iters: 1000, GIDIndex: -1}, mtu: uverbs.MTU1024}
 	if diff := cmp.Diff(want, o, cmp.AllowUnexported(options{})); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
@@ -27,23 +27,25 @@ func TestParseOptions(t *testing.T) {
 		set  func(*options)
 	}{
 		{[]string{"-g", "1", "-s", "2048", "-n", "200", "-p", "18600", "-d", "rxe1", "10.99.0.1"}, func(o *options) {
-			o.gidIndex, o.size, o.iters, o.port, o.ibDev, o.server = 1, 2048, 200, 18600, "rxe1", "10.99.0.1"
+			o.GIDIndex, o.Size, o.Iters, o.Port, o.IBDev, o.Server = 1, 2048, 200, 18600, "rxe1", "10.99.0.1"
 		}},
 		// getopt permutes: the host may come first; arguments may be attached.
 		{[]string{"10.99.0.1", "-s65536", "-m", "1024", "-r16", "-e"}, func(o *options) {
-			o.server, o.size, o.mtu, o.rxDepth, o.events = "10.99.0.1", 65536, uverbs.MTU1024, 16, true
+			o.Server, o.Size, o.mtu, o.RxDepth, o.Events = "10.99.0.1", 65536, uverbs.MTU1024, 16, true
 		}},
 		// Bundles, with the argument of the last letter attached or next.
-		{[]string{"-ecg1", "-eg", "2"}, func(o *options) { o.events, o.validate, o.gidIndex = true, true, 2 }},
+		{[]string{"-ecg1", "-eg", "2"}, func(o *options) { o.Events, o.validate, o.GIDIndex = true, true, 2 }},
 		// Long names, "=" or separate, and unambiguous prefixes.
 		{[]string{"--size=100", "--iters", "7", "--ev", "--gid-idx=1", "--rx=3", "--ib-port", "2", "--sl=5", "--mtu=4096"}, func(o *options) {
-			o.size, o.iters, o.events, o.gidIndex, o.rxDepth, o.ibPort, o.sl, o.mtu = 100, 7, true, 1, 3, 2, 5, uverbs.MTU4096
+			o.Size, o.Iters, o.Events, o.GIDIndex, o.RxDepth, o.IBPort, o.SL, o.mtu = 100, 7, true, 1, 3, 2, 5, uverbs.MTU4096
 		}},
 		// strtol base 0.
-		{[]string{"-p", "0x4853", "-s", "010"}, func(o *options) { o.port, o.size = 0x4853, 8 }},
+		{[]string{"-p", "0x4853", "-s", "010"}, func(o *options) { o.Port, o.Size = 0x4853, 8 }},
 		{[]string{"-o", "-t", "--chk", "-N"}, func(o *options) { o.odp, o.ts, o.validate = true, true, true }},
-		{[]string{"-m", "256", "--", "-host"}, func(o *options) { o.mtu, o.server = uverbs.MTU256, "-host" }},
-		{[]string{"-"}, func(o *options) { o.server = "-" }},
+		{[]string{"-m", "256", "--", "-host"}, func(o *options) { o.mtu, o.Server = uverbs.MTU256, "-host" }},
+		{[]string{"-"}, func(o *options) { o.Server = "-" }},
+		// ibv_rc_pingpong alone takes -s 0 and -r 0.
+		{[]string{"-s", "0", "-r", "0"}, func(o *options) { o.Size, o.RxDepth = 0, 0 }},
 	} {
 		want := defaultOptions()
 		tc.set(&want)

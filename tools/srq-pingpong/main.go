@@ -22,7 +22,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/pureverbs/pureverbs/tools/internal/errwriter"
 	pp "github.com/pureverbs/pureverbs/tools/internal/pingpong"
 	"github.com/pureverbs/pureverbs/tools/internal/waitprocs"
 )
@@ -34,39 +33,25 @@ func main() {
 
 // run is the whole program; it returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
-	o, err := parseOptions(args[1:])
-	switch {
-	case errors.Is(err, pp.ErrUsage):
-		printUsage(stdout, args[0])
-		return 1
-	case err != nil:
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	// A report that lost lines fails the run (see errwriter).
-	out := errwriter.New(stdout)
-	err = pingpongMain(&o, out)
-	if werr := out.Err(); werr != nil {
-		err = errors.Join(err, fmt.Errorf("%s: writing the report: %w", args[0], werr))
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	return 0
+	return pp.Main(args, stdout, stderr, parseOptions, printUsage, pingpongMain)
 }
 
-// pingpongMain runs one end in ibv_srq_pingpong's order.
+// pingpongMain runs one end in ibv_srq_pingpong's order: more QPs than
+// receives are refused first, as the C tool does once its options are
+// read, with its message and no usage.
 func pingpongMain(o *options, stdout io.Writer) (err error) {
+	if o.numQP > o.RxDepth {
+		return fmt.Errorf("rx_depth %d is too small for %d QPs -- must have at least one receive per QP.", o.RxDepth, o.numQP)
+	}
 	e, err := openEndpoint(o)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, e.close()) }()
-	if err := e.fillSRQ(o.rxDepth); err != nil {
+	if err := e.fillSRQ(o.RxDepth); err != nil {
 		return err
 	}
-	if o.events {
+	if o.Events {
 		if err := e.cq.ReqNotify(false); err != nil {
 			return fmt.Errorf("Couldn't request CQ notification: %w", err)
 		}
@@ -78,12 +63,12 @@ func pingpongMain(o *options, stdout io.Writer) (err error) {
 	for _, p := range local {
 		pp.PrintAddress(stdout, "local address: ", pp.Dest(p))
 	}
-	client := o.server != ""
+	client := o.Server != ""
 	remote, err := func() ([]peerT, error) {
 		if client {
-			return dialExchange(o.server, o.port, local)
+			return dialExchange(o.Server, o.Port, local)
 		}
-		ln, err := pp.Listen(o.port)
+		ln, err := pp.Listen(o.Port)
 		if err != nil {
 			return nil, err
 		}
@@ -100,7 +85,7 @@ func pingpongMain(o *options, stdout io.Writer) (err error) {
 			return err
 		}
 	}
-	if !o.events {
+	if !o.Events {
 		runtime.LockOSThread() // the poll loop spins
 		defer runtime.UnlockOSThread()
 	}
@@ -111,6 +96,6 @@ func pingpongMain(o *options, stdout io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	pp.PrintSummary(stdout, o.size, o.iters, elapsed)
+	pp.PrintSummary(stdout, o.Size, o.Iters, elapsed)
 	return nil
 }

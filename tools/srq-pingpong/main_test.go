@@ -8,29 +8,58 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/pureverbs/pureverbs/qp"
 	pp "github.com/pureverbs/pureverbs/tools/internal/pingpong"
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
+// ibv_srq_pingpong's defaults (rdma-core v44's main()) and every one of
+// the options this tool has.
 func TestDefaultsAndOptions(t *testing.T) {
-	o, err := parseOptions(nil)
-	if err != nil || o.port != 18515 || o.numQP != 16 || o.rxDepth != 500 || o.iters != 1000 || o.size != 4096 ||
-		o.mtu != uverbs.MTU1024 || o.gidIndex != -1 || o.ibPort != 1 || o.server != "" {
-		t.Fatalf("defaults: %+v, %v", o, err)
-	}
-	o, err = parseOptions([]string{"-q", "0x5", "--size=2000", "-n", "300", "-r", "64", "-g", "1", "-e", "-p", "18620", "-m", "2048", "-l", "3", "host"})
-	if err != nil || o.numQP != 5 || o.size != 2000 || o.iters != 300 || o.rxDepth != 64 || o.gidIndex != 1 || !o.events ||
-		o.port != 18620 || o.mtu != uverbs.MTU2048 || o.sl != 3 || o.server != "host" {
-		t.Fatalf("parsed: %+v, %v", o, err)
+	for _, tc := range []struct {
+		args []string
+		want options
+	}{
+		{nil, options{Options: pp.Options{Port: 18515, IBPort: 1, Size: 4096, RxDepth: 500, Iters: 1000, GIDIndex: -1}, mtu: uverbs.MTU1024, numQP: 16}},
+		{[]string{"-q", "0x5", "--size=2000", "-n", "300", "-r", "64", "-g", "1", "-e", "-p", "18620", "-m", "2048", "-l", "3", "-d", "rxe1", "-i", "2", "host"}, options{
+			Options: pp.Options{Server: "host", Port: 18620, IBDev: "rxe1", IBPort: 2, Size: 2000, RxDepth: 64, Iters: 300, SL: 3, Events: true, GIDIndex: 1},
+			mtu:     uverbs.MTU2048,
+			numQP:   5,
+		}},
+	} {
+		got, err := parseOptions(tc.args)
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+		} else if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(options{})); diff != "" {
+			t.Errorf("%q (-want +got):\n%s", tc.args, diff)
+		}
 	}
 	for _, bad := range [][]string{{"-m", "1000"}, {"-q", "257"}, {"a", "b"}, {"-s", "0"}} {
 		if _, err := parseOptions(bad); !errors.Is(err, pp.ErrUsage) {
 			t.Errorf("%q: %v, want usage", bad, err)
 		}
 	}
-	if _, err := parseOptions([]string{"-q", "8", "-r", "4"}); err == nil || !strings.Contains(err.Error(), "rx_depth 4 is too small for 8 QPs") {
-		t.Errorf("-q 8 -r 4: %v", err)
+}
+
+// What ibv_srq_pingpong prints when it refuses its command line: getopt's
+// message after the program name and the usage, or only its own message
+// for more QPs than receives; exit status 1 either way.
+func TestRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		args           []string
+		stdout, stderr string
+	}{
+		{[]string{"-x"}, "Usage:\n  srq-pingpong ", "srq-pingpong: invalid option -- 'x'\n"},
+		{[]string{"--bogus"}, "Usage:\n  srq-pingpong ", "srq-pingpong: unrecognized option '--bogus'\n"},
+		{[]string{"-m", "1000"}, "Usage:\n  srq-pingpong ", ""},
+		{[]string{"-q", "8", "-r", "4"}, "", "rx_depth 4 is too small for 8 QPs -- must have at least one receive per QP.\n"},
+	} {
+		var stdout, stderr strings.Builder
+		rc := run(append([]string{"srq-pingpong"}, tc.args...), &stdout, &stderr)
+		if rc != 1 || !strings.HasPrefix(stdout.String(), tc.stdout) || (tc.stdout == "") != (stdout.Len() == 0) || stderr.String() != tc.stderr {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", tc.args, rc, stdout.String(), stderr.String())
+		}
 	}
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 
 	"github.com/pureverbs/pureverbs/tools/internal/getopt"
@@ -13,25 +12,16 @@ import (
 // sends, whatever -q says (the unused ones are all zeros).
 const maxQP = 256
 
-// options is the parsed command line, with ibv_srq_pingpong's defaults.
+// options is the parsed command line: the shared options, -m and -q.
 type options struct {
-	server   string
-	port     int
-	ibDev    string
-	ibPort   uint8
-	size     int
-	mtu      uverbs.MTU
-	numQP    int
-	rxDepth  int
-	iters    int
-	sl       uint8
-	events   bool
-	gidIndex int // -1: no GID, the address vector has no GRH
+	pp.Options
+	mtu   uverbs.MTU
+	numQP int
 }
 
 // defaultOptions are ibv_srq_pingpong's defaults.
 func defaultOptions() options {
-	return options{port: 18515, ibPort: 1, size: 4096, mtu: uverbs.MTU1024, numQP: 16, rxDepth: 500, iters: 1000, gidIndex: -1}
+	return options{Options: pp.DefaultOptions(4096), mtu: uverbs.MTU1024, numQP: 16}
 }
 
 // optionSpecs are ibv_srq_pingpong's options (rdma-core v44).
@@ -42,40 +32,34 @@ var optionSpecs = []getopt.Spec{
 	{Short: 'e', Long: "events", Arg: false}, {Short: 'g', Long: "gid-idx", Arg: true},
 }
 
+// parseOptions parses the arguments after the program name. A getopt error
+// is returned as it is (the caller prints it and the usage); a bad value or
+// a surplus operand gives pp.ErrUsage.
 func parseOptions(args []string) (options, error) {
 	o := defaultOptions()
-	var err error
-	if o.server, err = pp.ParseArgs(optionSpecs, args, o.set); err != nil {
-		return o, err
-	}
-	if o.numQP > o.rxDepth {
-		return o, fmt.Errorf("rx_depth %d is too small for %d QPs -- must have at least one receive per QP.", o.rxDepth, o.numQP)
-	}
-	return o, nil
+	err := o.Parse(optionSpecs, args, o.set)
+	return o, err
 }
 
-// set applies one option: the shared ones through pp.CommonFlags, then
-// -q.
-func (o *options) set(c rune, arg string) error {
-	if ok, err := (pp.CommonFlags{Port: &o.port, Dev: &o.ibDev, IBPort: &o.ibPort, Size: &o.size, MTU: &o.mtu,
-		RxDepth: &o.rxDepth, Iters: &o.iters, SL: &o.sl, Events: &o.events, GIDIndex: &o.gidIndex, Min: 1}).Set(c, arg); ok {
+// set applies one option: the shared ones (-s and -r at least 1), -m, -q.
+func (o *options) set(c rune, arg string) (err error) {
+	if ok, err := o.Options.Set(c, arg, 1); ok {
 		return err
 	}
-	var err error
-	if c == 'q' {
+	switch c {
+	case 'm':
+		o.mtu, err = pp.ParseMTU(arg)
+	case 'q':
 		// The C tool has room for MAX_QP queue pairs and does not check.
 		o.numQP, err = pp.Number(arg, 1, maxQP)
 	}
 	return err
 }
 
+// printUsage writes ibv_srq_pingpong's help text for the options this tool
+// has.
 func printUsage(w io.Writer, argv0 string) {
-	fmt.Fprintf(w, `Usage:
-  %[1]s            start a server and wait for connection
-  %[1]s <host>     connect to server at <host>
-
-Options:
-  -p, --port=<port>      listen on/connect to port <port> (default 18515)
+	pp.PrintUsage(w, argv0, `  -p, --port=<port>      listen on/connect to port <port> (default 18515)
   -d, --ib-dev=<dev>     use IB device <dev> (default first device found)
   -i, --ib-port=<port>   use port <port> of IB device (default 1)
   -s, --size=<size>      size of message to exchange (default 4096)
@@ -86,5 +70,5 @@ Options:
   -l, --sl=<sl>          service level value
   -e, --events           sleep on CQ events (default poll)
   -g, --gid-idx=<gid index> local port gid index
-`, argv0)
+`)
 }

@@ -40,7 +40,7 @@ type endpoint struct {
 // of rx_depth+num_qp, an SRQ of rx_depth single-SGE requests, and the QPs
 // on it (one send request each), moved to INIT.
 func openEndpoint(o *options) (e *endpoint, err error) {
-	dev, err := pp.PickDevice(o.ibDev)
+	dev, err := pp.PickDevice(o.IBDev)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +51,7 @@ func openEndpoint(o *options) (e *endpoint, err error) {
 			e = nil
 		}
 	}()
-	if e.buf, err = uverbs.NewBuffer(o.size, uverbs.BufferOptions{}); err != nil {
+	if e.buf, err = uverbs.NewBuffer(o.Size, uverbs.BufferOptions{}); err != nil {
 		return e, fmt.Errorf("Couldn't allocate work buf.: %w", err)
 	}
 	if e.ctx, err = uverbs.Open(dev); err != nil {
@@ -60,7 +60,7 @@ func openEndpoint(o *options) (e *endpoint, err error) {
 	if e.unwatch, err = devwatch.Exit(e.ctx, "srq-pingpong", os.Stderr); err != nil {
 		return e, err
 	}
-	if o.events {
+	if o.Events {
 		if e.ch, err = cq.NewChannel(e.ctx); err != nil {
 			return e, fmt.Errorf("Couldn't create completion channel: %w", err)
 		}
@@ -71,13 +71,13 @@ func openEndpoint(o *options) (e *endpoint, err error) {
 	if e.mr, err = e.pd.RegisterMR(e.buf, uverbs.AccessLocalWrite); err != nil {
 		return e, fmt.Errorf("Couldn't register MR: %w", err)
 	}
-	if e.cq, err = cq.New(e.ctx, o.rxDepth+o.numQP, e.ch); err != nil {
+	if e.cq, err = cq.New(e.ctx, o.RxDepth+o.numQP, e.ch); err != nil {
 		return e, fmt.Errorf("Couldn't create CQ: %w", err)
 	}
-	if e.srq, err = qp.NewSRQ(e.pd, qp.SRQAttr{MaxWR: uint32(o.rxDepth), MaxSGE: 1}); err != nil {
+	if e.srq, err = qp.NewSRQ(e.pd, qp.SRQAttr{MaxWR: uint32(o.RxDepth), MaxSGE: 1}); err != nil {
 		return e, fmt.Errorf("Couldn't create SRQ: %w", err)
 	}
-	if e.sge[0], err = e.mr.SGE(0, o.size); err != nil {
+	if e.sge[0], err = e.mr.SGE(0, o.Size); err != nil {
 		return e, err
 	}
 	e.recv[0] = qp.RecvWR{ID: pp.RecvWRID, SGEs: e.sge[:]}
@@ -89,13 +89,13 @@ func openEndpoint(o *options) (e *endpoint, err error) {
 		}
 		e.qps = append(e.qps, q)
 		e.qpIndex[q.Num()] = i
-		if q.Cap().MaxInlineData >= uint32(o.size) {
+		if q.Cap().MaxInlineData >= uint32(o.Size) {
 			e.send[0].Flags |= qp.Inline
-			e.send[0].SGEs, e.send[0].Inline = nil, e.buf.Bytes()[:o.size]
+			e.send[0].SGEs, e.send[0].Inline = nil, e.buf.Bytes()[:o.Size]
 		}
 	}
 	for i, q := range e.qps {
-		init := qp.Attr{State: qp.StateInit, PKeyIndex: 0, PortNum: o.ibPort}
+		init := qp.Attr{State: qp.StateInit, PKeyIndex: 0, PortNum: o.IBPort}
 		if err := q.Modify(&init, qp.AttrState|qp.AttrPKeyIndex|qp.AttrPort|qp.AttrAccessFlags); err != nil {
 			return e, fmt.Errorf("Failed to modify QP[%d] to INIT: %w", i, err)
 		}
@@ -118,15 +118,15 @@ func (e *endpoint) fillSRQ(n int) error {
 // localPeers is each QP's address: the port's LID, the GID at -g (zero
 // without it), its number and a random PSN.
 func (e *endpoint) localPeers() ([]peerT, error) {
-	port, err := e.ctx.QueryPort(e.o.ibPort)
+	port, err := e.ctx.QueryPort(e.o.IBPort)
 	if err != nil {
 		return nil, fmt.Errorf("Couldn't get port info: %w", err)
 	}
 	var gid uverbs.GID
-	if e.o.gidIndex >= 0 {
-		g, err := e.ctx.QueryGID(e.o.ibPort, e.o.gidIndex)
+	if e.o.GIDIndex >= 0 {
+		g, err := e.ctx.QueryGID(e.o.IBPort, e.o.GIDIndex)
 		if err != nil {
-			return nil, fmt.Errorf("Could not get local gid for gid index %d: %w", e.o.gidIndex, err)
+			return nil, fmt.Errorf("Could not get local gid for gid index %d: %w", e.o.GIDIndex, err)
 		}
 		gid = g.GID
 	}
@@ -150,11 +150,11 @@ func (e *endpoint) connect(local, remote []peerT) error {
 		rtr := qp.Attr{
 			State: qp.StateRTR, PathMTU: e.o.mtu, DestQPNum: remote[i].QPN, RQPSN: remote[i].PSN,
 			MaxDestRdAtomic: 1, MinRNRTimer: 12,
-			AH: uverbs.AHAttr{DLID: remote[i].LID, SL: e.o.sl, PortNum: e.o.ibPort},
+			AH: uverbs.AHAttr{DLID: remote[i].LID, SL: e.o.SL, PortNum: e.o.IBPort},
 		}
 		if global {
 			rtr.AH.IsGlobal = true
-			rtr.AH.GRH = uverbs.GlobalRoute{HopLimit: 1, DGID: remote[0].GID, SGIDIndex: uint8(e.o.gidIndex)}
+			rtr.AH.GRH = uverbs.GlobalRoute{HopLimit: 1, DGID: remote[0].GID, SGIDIndex: uint8(e.o.GIDIndex)}
 		}
 		if err := q.Modify(&rtr, qp.AttrState|qp.AttrAV|qp.AttrPathMTU|qp.AttrDestQPN|qp.AttrRQPSN|qp.AttrMaxDestRdAtomic|qp.AttrMinRNRTimer); err != nil {
 			return fmt.Errorf("Failed to modify QP[%d] to RTR: %w", i, err)
@@ -183,11 +183,11 @@ func (e *endpoint) exchange(client bool) (events int, err error) {
 			pending[i] |= pp.SendWRID
 		}
 	}
-	wc := make([]cq.WC, len(e.qps)+e.o.rxDepth)
-	iters := e.o.iters
+	wc := make([]cq.WC, len(e.qps)+e.o.RxDepth)
+	iters := e.o.Iters
 	rcnt, scnt := 0, 0
 	for rcnt < iters || scnt < iters {
-		if e.o.events {
+		if e.o.Events {
 			if _, err := e.ch.GetEvent(context.Background()); err != nil {
 				return events, fmt.Errorf("Failed to get cq_event: %w", err)
 			}
@@ -201,7 +201,7 @@ func (e *endpoint) exchange(client bool) (events int, err error) {
 			if ne, err = e.cq.Poll(wc); err != nil {
 				return events, fmt.Errorf("poll CQ failed: %w", err)
 			}
-			if e.o.events || ne > 0 {
+			if e.o.Events || ne > 0 {
 				break
 			}
 		}
@@ -218,7 +218,7 @@ func (e *endpoint) exchange(client bool) (events int, err error) {
 				scnt++
 			case pp.RecvWRID:
 				if e.routs--; e.routs <= len(e.qps) {
-					if err := e.fillSRQ(e.o.rxDepth); err != nil {
+					if err := e.fillSRQ(e.o.RxDepth); err != nil {
 						return events, err
 					}
 				}

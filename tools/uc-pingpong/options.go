@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 
 	"github.com/pureverbs/pureverbs/tools/internal/getopt"
@@ -9,33 +8,16 @@ import (
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
-// options is the parsed command line, with ibv_uc_pingpong's defaults.
+// options is the parsed command line: the shared options, -m and -c.
 type options struct {
-	server   string // host to connect to; empty: be the server
-	port     int    // TCP port of the address exchange
-	ibDev    string // device name; empty: the first device
-	ibPort   uint8
-	size     int
+	pp.Options
 	mtu      uverbs.MTU
-	rxDepth  int
-	iters    int
-	sl       uint8
-	events   bool
-	gidIndex int // -1: no GID, so the address vector has no GRH
 	validate bool
 }
 
 // defaultOptions are ibv_uc_pingpong's defaults.
 func defaultOptions() options {
-	return options{
-		port:     18515,
-		ibPort:   1,
-		size:     4096,
-		mtu:      uverbs.MTU1024,
-		rxDepth:  500,
-		iters:    1000,
-		gidIndex: -1,
-	}
+	return options{Options: pp.DefaultOptions(4096), mtu: uverbs.MTU1024}
 }
 
 // optionSpecs are ibv_uc_pingpong's options (rdma-core v44).
@@ -53,28 +35,27 @@ var optionSpecs = []getopt.Spec{
 // a surplus operand gives pp.ErrUsage.
 func parseOptions(args []string) (options, error) {
 	o := defaultOptions()
-	var err error
-	if o.server, err = pp.ParseArgs(optionSpecs, args, o.set); err != nil {
-		return o, err
-	}
-	return o, nil
+	err := o.Parse(optionSpecs, args, o.set)
+	return o, err
 }
 
-// set applies one option; every one of this tool's is a shared one.
-func (o *options) set(c rune, arg string) error {
-	_, err := (pp.CommonFlags{Port: &o.port, Dev: &o.ibDev, IBPort: &o.ibPort, Size: &o.size, MTU: &o.mtu,
-		RxDepth: &o.rxDepth, Iters: &o.iters, SL: &o.sl, Events: &o.events, GIDIndex: &o.gidIndex, Validate: &o.validate, Min: 1}).Set(c, arg)
+// set applies one option: the shared ones (-s and -r at least 1), -m, -c.
+func (o *options) set(c rune, arg string) (err error) {
+	if ok, err := o.Options.Set(c, arg, 1); ok {
+		return err
+	}
+	switch c {
+	case 'm':
+		o.mtu, err = pp.ParseMTU(arg)
+	case 'c':
+		o.validate = true
+	}
 	return err
 }
 
 // printUsage writes ibv_uc_pingpong's help text.
 func printUsage(w io.Writer, argv0 string) {
-	fmt.Fprintf(w, `Usage:
-  %[1]s            start a server and wait for connection
-  %[1]s <host>     connect to server at <host>
-
-Options:
-  -p, --port=<port>      listen on/connect to port <port> (default 18515)
+	pp.PrintUsage(w, argv0, `  -p, --port=<port>      listen on/connect to port <port> (default 18515)
   -d, --ib-dev=<dev>     use IB device <dev> (default first device found)
   -i, --ib-port=<port>   use port <port> of IB device (default 1)
   -s, --size=<size>      size of message to exchange (default 4096)
@@ -85,5 +66,5 @@ Options:
   -e, --events           sleep on CQ events (default poll)
   -g, --gid-idx=<gid index> local port gid index
   -c, --chk              validate received buffer
-`, argv0)
+`)
 }

@@ -11,47 +11,42 @@ import (
 	"github.com/pureverbs/pureverbs/uverbs"
 )
 
-// ibv_uc_pingpong's defaults (rdma-core v44's main()).
-func TestDefaultsAreCs(t *testing.T) {
-	o, err := parseOptions(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := options{port: 18515, ibPort: 1, size: 4096, mtu: uverbs.MTU1024, rxDepth: 500, iters: 1000, gidIndex: -1}
-	if diff := cmp.Diff(want, o, cmp.AllowUnexported(options{})); diff != "" {
-		t.Errorf("defaults (-want +got):\n%s", diff)
-	}
-}
-
-func TestParseOptions(t *testing.T) {
+// ibv_uc_pingpong's defaults (rdma-core v44's main()) and every one of its
+// options, short and long.
+func TestOptions(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
-		set  func(*options)
+		want options
 	}{
-		{[]string{"-g", "1", "-s", "8192", "-n", "200", "-m", "256", "-p", "18710", "-d", "rxe1", "10.99.0.1"}, func(o *options) {
-			o.gidIndex, o.size, o.iters, o.mtu, o.port, o.ibDev, o.server = 1, 8192, 200, uverbs.MTU256, 18710, "rxe1", "10.99.0.1"
+		{nil, options{Options: pp.Options{Port: 18515, IBPort: 1, Size: 4096, RxDepth: 500, Iters: 1000, GIDIndex: -1}, mtu: uverbs.MTU1024}},
+		{[]string{"-g", "1", "-s", "8192", "-n", "200", "-m", "256", "-p", "18710", "-d", "rxe1", "10.99.0.1"}, options{
+			Options: pp.Options{Server: "10.99.0.1", Port: 18710, IBDev: "rxe1", IBPort: 1, Size: 8192, RxDepth: 500, Iters: 200, GIDIndex: 1},
+			mtu:     uverbs.MTU256,
 		}},
-		{[]string{"10.99.0.1", "-ecg1", "--rx=3", "--sl=2", "-i", "0x1"}, func(o *options) {
-			o.server, o.events, o.validate, o.gidIndex, o.rxDepth, o.sl, o.ibPort = "10.99.0.1", true, true, 1, 3, 2, 1
+		{[]string{"10.99.0.1", "-ecg1", "--rx=3", "--sl=2", "-i", "0x2", "--mtu=4096"}, options{
+			Options:  pp.Options{Server: "10.99.0.1", Port: 18515, IBPort: 2, Size: 4096, RxDepth: 3, Iters: 1000, SL: 2, Events: true, GIDIndex: 1},
+			mtu:      uverbs.MTU4096,
+			validate: true,
+		}},
+		{[]string{"--port=1", "--ib-dev", "d", "--ib-port=3", "--size=1", "--iters=0", "--events", "--gid-idx=0", "--chk"}, options{
+			Options:  pp.Options{Port: 1, IBDev: "d", IBPort: 3, Size: 1, RxDepth: 500, Iters: 0, Events: true, GIDIndex: 0},
+			mtu:      uverbs.MTU1024,
+			validate: true,
 		}},
 	} {
-		want := defaultOptions()
-		tc.set(&want)
 		got, err := parseOptions(tc.args)
 		if err != nil {
 			t.Errorf("%q: %v", tc.args, err)
-			continue
-		}
-		if diff := cmp.Diff(want, got, cmp.AllowUnexported(options{})); diff != "" {
+		} else if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(options{})); diff != "" {
 			t.Errorf("%q (-want +got):\n%s", tc.args, diff)
 		}
 	}
 }
 
 // What ibv_uc_pingpong refuses: a path MTU that is not one, a surplus
-// operand, a port past 65535, an option it does not have (rc's -o).
+// operand, a port past 65535, an option it does not have (rc's -o), -s 0.
 func TestParseOptionsErrors(t *testing.T) {
-	for _, args := range [][]string{{"-m", "1500"}, {"a", "b"}, {"-p", "70000"}, {"-o"}, {"-s"}} {
+	for _, args := range [][]string{{"-m", "1500"}, {"a", "b"}, {"-p", "70000"}, {"-o"}, {"-s"}, {"-s", "0"}} {
 		if _, err := parseOptions(args); err == nil {
 			t.Errorf("%q accepted", args)
 		}

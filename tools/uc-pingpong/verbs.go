@@ -9,20 +9,20 @@ import (
 )
 
 // endpoint is one end: the objects ibv_uc_pingpong makes, in its order
-// (pp.OpenConnected), with a UC QP.
+// (pp.Open), with a UC QP.
 type endpoint struct {
 	*pp.ConnectedEnd
 	o *options
 }
 
-// openEndpoint makes the end with a UC QP.
-func openEndpoint(o *options) (*endpoint, error) {
-	e, err := pp.OpenConnected(pp.ConnectedSpec{Device: o.ibDev, Port: o.ibPort, GIDIndex: o.gidIndex,
-		Size: o.size, RxDepth: o.rxDepth, Events: o.events, Type: qp.UC, Access: uverbs.AccessLocalWrite})
+// openSession makes the end with a UC QP and the session over it.
+func openSession(o *options) (*pp.Session, error) {
+	c, err := pp.OpenConnected(pp.Spec{Options: o.Options, Type: qp.UC, Access: uverbs.AccessLocalWrite})
 	if err != nil {
 		return nil, err
 	}
-	return &endpoint{ConnectedEnd: e, o: o}, nil
+	e := &endpoint{ConnectedEnd: c, o: o}
+	return e.Session(o.validate, e.connect), nil
 }
 
 // connect moves the QP to RTR towards remote (a GRH with hop limit 1 only
@@ -30,7 +30,7 @@ func openEndpoint(o *options) (*endpoint, error) {
 // UC takes no RDMA READ or RNR attributes) and then to RTS with the send
 // PSN alone, as the C tool does.
 func (e *endpoint) connect(remote pp.Dest, myPSN uint32) error {
-	rtr, mask := e.RTRBase(remote, e.o.mtu, e.o.sl)
+	rtr, mask := e.RTRBase(remote, e.o.mtu)
 	if err := e.QP.Modify(&rtr, mask); err != nil {
 		return fmt.Errorf("Failed to modify QP to RTR: %w", err)
 	}

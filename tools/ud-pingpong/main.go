@@ -18,7 +18,6 @@
 package main
 
 import (
-	"errors"
 	"io"
 	"os"
 
@@ -33,22 +32,5 @@ func main() {
 
 // run is the whole program; it returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
-	return pp.Main(args, stdout, stderr, parseOptions, printUsage,
-		func(o *options, stdout io.Writer) error { return pingpongMain(o, stdout) })
-}
-
-// pingpongMain sets up one end, connects it to its peer and runs the
-// exchange, in ibv_ud_pingpong's order.
-func pingpongMain(o *options, stdout io.Writer) (err error) {
-	e, err := openEndpoint(o)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, e.Close()) }()
-	return pp.Run(&pp.Session{
-		Server: o.server, Port: o.port, Size: o.size, Iters: o.iters, RxDepth: o.rxDepth,
-		Events: o.events, Validate: o.validate, LocalSep: ":",
-		Q: e, CQ: e.CQ, Ch: e.Ch, Msg: e.Buf.Bytes()[grhLen : grhLen+o.size],
-		LocalDest: e.localDest, Connect: e.connect,
-	}, stdout)
+	return pp.Main(args, stdout, stderr, parseOptions, printUsage, pp.RunSession(openSession))
 }

@@ -6,53 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 
 	"github.com/pureverbs/pureverbs/cq"
-	"github.com/pureverbs/pureverbs/uverbs"
 )
-
-// ErrUsage asks the caller to print the usage text and fail, as the C
-// tools do for a bad value or a surplus operand.
-var ErrUsage = errors.New("usage")
-
-// Number parses a strtol-style integer (base prefix allowed) within
-// [lo, hi]; anything else is ErrUsage.
-func Number(s string, lo, hi int) (int, error) {
-	n, err := strconv.ParseInt(s, 0, 64)
-	if err != nil || n < int64(lo) || n > int64(hi) {
-		return 0, ErrUsage
-	}
-	return int(n), nil
-}
-
-// MTUFromBytes is pp_mtu_to_enum: the path MTU for a size in bytes, 0 for
-// a size that is not one.
-func MTUFromBytes(n int) uverbs.MTU {
-	for m := uverbs.MTU256; m <= uverbs.MTU4096; m++ {
-		if m.Bytes() == n {
-			return m
-		}
-	}
-	return 0
-}
-
-// PickDevice is the named device, or the first one found.
-func PickDevice(name string) (uverbs.Device, error) {
-	devs, err := uverbs.Devices()
-	if err != nil {
-		return uverbs.Device{}, fmt.Errorf("Failed to get IB devices list: %w", err)
-	}
-	for _, d := range devs {
-		if name == "" || d.Name == name {
-			return d, nil
-		}
-	}
-	if name == "" {
-		return uverbs.Device{}, errors.New("No IB devices found")
-	}
-	return uverbs.Device{}, fmt.Errorf("IB device %s not found", name)
-}
 
 // Loop runs the ping-pong p over one CQ until it is finished. With a
 // channel (events mode) each round waits for a completion event, re-arms

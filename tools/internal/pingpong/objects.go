@@ -13,8 +13,8 @@ import (
 )
 
 // Objects are the verbs objects of one rc/uc/ud pingpong end and the one
-// receive and one send request it posts over and over. A tool makes them
-// in its C counterpart's order; a nil field was not made (yet).
+// receive and one send request it posts over and over, as Open makes them;
+// a nil field was not made (yet).
 type Objects struct {
 	Ctx  *uverbs.Context
 	Ch   *cq.Channel // nil when polling
@@ -27,13 +27,15 @@ type Objects struct {
 	Recv [1]qp.RecvWR
 	Send [1]qp.SendWR
 
-	unwatch func() // ends WatchDevice's watch
+	unwatch func()        // ends watchDevice's watch
+	sge     [2]uverbs.SGE // the receive's and the send's
+	msg     []byte        // the message: the buffer past the GRH area
 }
 
-// WatchDevice makes the removal of Ctx's device end the process with the
+// watchDevice makes the removal of Ctx's device end the process with the
 // removal error (devwatch.Exit), wherever the tool waits; Close ends the
 // watch.
-func (o *Objects) WatchDevice() error {
+func (o *Objects) watchDevice() error {
 	stop, err := devwatch.Exit(o.Ctx, filepath.Base(os.Args[0]), os.Stderr)
 	if err != nil {
 		return err
@@ -41,6 +43,9 @@ func (o *Objects) WatchDevice() error {
 	o.unwatch = stop
 	return nil
 }
+
+// Msg is the message in the buffer, as -c stamps and checks it.
+func (o *Objects) Msg() []byte { return o.msg }
 
 // PostRecv posts up to n receives, one call each as the C tools do, and
 // returns how many went in.

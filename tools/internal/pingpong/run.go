@@ -46,19 +46,11 @@ func Main[O any](args []string, stdout, stderr io.Writer,
 // Session is one end of a one-QP ping-pong (rc, uc and ud), as Run drives
 // it: the tool's options and its verbs objects.
 type Session struct {
-	Server   string // host to connect to; empty: be the server
-	Port     int    // TCP port of the address exchange
-	Size     int    // message size, for the summary
-	Iters    int
-	RxDepth  int
-	Events   bool   // sleep on completion events instead of polling
-	Validate bool   // -c: stamp and check Msg
+	Options         // the server to connect to, the TCP port, -s -n -r -e
+	Validate bool   // -c: stamp and check the message
 	LocalSep string // what precedes "GID" in the local address line (see PrintAddressSep)
 
-	Q   Poster
-	CQ  *cq.CQ
-	Ch  *cq.Channel // nil when polling
-	Msg []byte      // the message in the buffer, as -c stamps and checks it
+	End *Objects
 
 	// LocalDest is this end's address with send PSN psn.
 	LocalDest func(psn uint32) (Dest, error)
@@ -70,18 +62,32 @@ type Session struct {
 	Around func(p *Pingpong) (after func())
 }
 
+// RunSession is a tool's work once its options are parsed, for Main: open
+// makes the end and the session over it, Run runs that, and the end is
+// closed, its error joined to the run's.
+func RunSession[O any](open func(o *O) (*Session, error)) func(o *O, stdout io.Writer) error {
+	return func(o *O, stdout io.Writer) (err error) {
+		s, err := open(o)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, s.End.Close()) }()
+		return Run(s, stdout)
+	}
+}
+
 // Run is the C tools' pingpong after the verbs objects are made: post the
 // receives, arm the CQ (events mode), print the local address, trade
 // addresses over TCP (the server connects its QP before it answers, the
 // client after), print the remote address, run the loop and print the
 // summary; -c stamps the client's message and checks the server's.
 func Run(s *Session, stdout io.Writer) error {
-	p := &Pingpong{Q: s.Q, Iters: s.Iters, RxDepth: s.RxDepth}
+	p := &Pingpong{Q: s.End, Iters: s.Iters, RxDepth: s.RxDepth}
 	if err := p.Fill(); err != nil {
 		return err
 	}
 	if s.Events {
-		if err := s.CQ.ReqNotify(false); err != nil {
+		if err := s.End.CQ.ReqNotify(false); err != nil {
 			return fmt.Errorf("Couldn't request CQ notification: %w", err)
 		}
 	}
@@ -112,7 +118,7 @@ func Run(s *Session, stdout io.Writer) error {
 			return err
 		}
 		if s.Validate {
-			MarkPages(s.Msg)
+			MarkPages(s.End.Msg())
 		}
 	}
 	if err := p.Start(client); err != nil {
@@ -129,16 +135,16 @@ func Run(s *Session, stdout io.Writer) error {
 		after = s.Around(p)
 	}
 	start := time.Now()
-	events, err := Loop(s.CQ, s.Ch, p, wc)
+	events, err := Loop(s.End.CQ, s.End.Ch, p, wc)
 	elapsed := time.Since(start)
 	after()
-	s.CQ.Ack(events)
+	s.End.CQ.Ack(events)
 	if err != nil {
 		return err
 	}
 	PrintSummary(stdout, s.Size, s.Iters, elapsed)
 	if !client && s.Validate {
-		CheckPages(stdout, s.Msg)
+		CheckPages(stdout, s.End.Msg())
 	}
 	return nil
 }
