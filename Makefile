@@ -174,9 +174,9 @@ bench:
 bench-perftest: setup
 	{ $(BENCHENV) $(MAKE) itest RUN='TestPerftestBench' ITIMEOUT=60m 2>&1; echo "bench-exit $$?"; } | $(SPLICE) tools/perftest/README.md
 
-## bench-stream: Go rstream vs librdmacm's rstream at 64 B..64 KiB (FULL=1: and 1 MiB), latency and bandwidth, both roles, 5 interleaved rounds, STREAM-RATIO lines with TCP beside
+## bench-stream: Go rstream vs librdmacm's rstream at 64 B..64 KiB (FULL=1: and 1 MiB), latency and bandwidth, both roles, 5 interleaved rounds, STREAM-RATIO lines with TCP beside; BENCHICOUNT=... measures on the instruction-counted clock with both ends blocking (-T b)
 bench-stream: setup
-	RXEVM_BENCH=1 $(if $(FULL),RXEVM_BENCH_FULL=1) $(MAKE) itest RUN='^TestRstreamBench$$' ITIMEOUT=60m
+	RXEVM_BENCH=1 $(if $(FULL),RXEVM_BENCH_FULL=1) $(if $(BENCHICOUNT),RXEVM_ICOUNT=$(BENCHICOUNT) RXEVM_CPUS=1) $(MAKE) itest RUN='^TestRstreamBench$$' ITIMEOUT=60m
 
 ## bench-vm: Go and C side by side in one VM boot (rc-pingpong, the server, perftest); the tables go into the tools' READMEs
 bench-vm: setup

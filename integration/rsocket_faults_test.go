@@ -255,9 +255,14 @@ func TestRsocketKilledPeer(t *testing.T) {
 
 // Once a connection is up, Write and Read allocate nothing. Each write
 // fits in the ring whatever the position (at most half of it), since the
-// test reads only after writing.
+// test reads only after writing. The same with ThreadWait.
 func TestRsocketAllocs(t *testing.T) {
-	cli, srv := rsocketPair(t, 7735, rsocket.Options{})
+	t.Run("netpoll", func(t *testing.T) { testRsocketAllocs(t, 7735, rsocket.Options{}) })
+	t.Run("thread", func(t *testing.T) { testRsocketAllocs(t, 7737, rsocket.Options{ThreadWait: true}) })
+}
+
+func testRsocketAllocs(t *testing.T, port int, o rsocket.Options) {
+	cli, srv := rsocketPair(t, port, o)
 	for _, size := range []int{64, 4096, 65536} {
 		out, in := make([]byte, size), make([]byte, size)
 		var err error

@@ -102,10 +102,15 @@ func TestRsocketGoGo(t *testing.T) {
 }
 
 // A blocked Read wakes at its deadline with os.ErrDeadlineExceeded, and
-// Close wakes a blocked Read with net.ErrClosed.
+// Close wakes a blocked Read with net.ErrClosed; parked in the runtime's
+// poller and on its thread (ThreadWait).
 func TestRsocketDeadlineClose(t *testing.T) {
-	cli, srv := rsocketPair(t, 7701, rsocket.Options{})
-	_ = srv
+	t.Run("netpoll", func(t *testing.T) { testRsocketDeadlineClose(t, 7701, rsocket.Options{}) })
+	t.Run("thread", func(t *testing.T) { testRsocketDeadlineClose(t, 7736, rsocket.Options{ThreadWait: true}) })
+}
+
+func testRsocketDeadlineClose(t *testing.T, port int, o rsocket.Options) {
+	cli, srv := rsocketPair(t, port, o)
 	cli.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 	start := time.Now()
 	_, err := cli.Read(make([]byte, 10))

@@ -22,6 +22,9 @@ type streamPair struct {
 	port               int
 	// limit bounds each end's life; 0 means streamPeerLimit.
 	limit time.Duration
+	// pids, if set, gets the server's and the accepted client's process
+	// ids.
+	pids *[2]int
 }
 
 // streamPeerLimit bounds every end: a broken rxe path hangs rather than
@@ -83,8 +86,10 @@ func (p streamPair) try(t *testing.T) (srvOut, cliOut string, err error) {
 	cliName := streamBin(p.tool, p.goClient)
 	cliArgs := append([]string{"-s", "10.99.0.1", "-b", "10.99.0.2", "-p", port}, p.args...)
 	deadline := time.Now().Add(limit)
+	var cliPid int
 	for {
 		cli := startPeer(t, limit, cliName, cliArgs...)
+		cliPid = cli.cmd.Process.Pid
 		select {
 		case <-cli.done:
 		case <-srv.done:
@@ -113,6 +118,9 @@ func (p streamPair) try(t *testing.T) (srvOut, cliOut string, err error) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	<-srv.done
+	if p.pids != nil {
+		*p.pids = [2]int{srv.cmd.Process.Pid, cliPid}
+	}
 	srvOut = srv.out.String()
 	if srv.err != nil {
 		return srvOut, cliOut, fmt.Errorf("server %s %s: %v\n%s\nclient %s:\n%s",

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pureverbs/pureverbs/qp/rsocket"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -67,7 +68,7 @@ var echoDesc = grpc.ServiceDesc{
 // context dialer that dials rsocket: unary calls of several sizes (up to
 // 3 MiB, beyond the receive ring) and a bidirectional stream.
 func TestGRPC(t *testing.T) {
-	l, dial := endpoints(t)
+	l, dial := endpoints(t, rsocket.Options{})
 	srv := grpc.NewServer(grpc.MaxRecvMsgSize(8<<20), grpc.MaxSendMsgSize(8<<20))
 	srv.RegisterService(&echoDesc, echoServer{})
 	served := make(chan error, 1)

@@ -12,22 +12,23 @@ import (
 )
 
 // endpoints makes a veth pair with rxe on both ends and returns a
-// listener on A's address and a dialer from B's.
-func endpoints(t *testing.T) (*rsocket.Listener, func(ctx context.Context) (*rsocket.Conn, error)) {
+// listener on A's address and a dialer from B's, both with o.
+func endpoints(t *testing.T, o rsocket.Options) (*rsocket.Listener, func(ctx context.Context) (*rsocket.Conn, error)) {
 	t.Helper()
 	p := rxetest.Veth(t)
 	a, _ := netip.AddrFromSlice(p.A.Addr.IP.To4())
 	b, _ := netip.AddrFromSlice(p.B.Addr.IP.To4())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	l, err := rsocket.Listen(ctx, netip.AddrPortFrom(a, 0).String(), rsocket.Options{})
+	l, err := rsocket.Listen(ctx, netip.AddrPortFrom(a, 0).String(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
 	addr := l.Addr().String()
 	return l, func(ctx context.Context) (*rsocket.Conn, error) {
-		return rsocket.Dial(ctx, addr, rsocket.Options{Source: b})
+		o.Source = b
+		return rsocket.Dial(ctx, addr, o)
 	}
 }
 

@@ -38,7 +38,9 @@
 // completion queue itself, polls it for Options.PollTime (rsocket's
 // polling_time, 10 us by default) and, when nothing has come, arms it and
 // waits for the completion channel, parked in Go's runtime poller
-// (fdwait's Netpoll mode), so that many connections need few OS threads.
+// (fdwait's Netpoll mode), so that many connections need few OS threads;
+// with Options.ThreadWait, blocked on its OS thread, as C's blocking
+// rsocket calls are, which wakes faster.
 // Deadlines and Close wake such a wait. One goroutine per connection,
 // parked the same way, watches the RDMA CM for a peer that disappears
 // without a disconnect message.

@@ -80,6 +80,15 @@ type Options struct {
 	// wake-up through the kernel and the scheduler, at the price of that
 	// much CPU time per wait. 0 means DefaultPollTime, negative none.
 	PollTime time.Duration
+	// ThreadWait makes a Read or Write that parks block its OS thread in
+	// epoll_pwait2(2) on the completion channel, as C's blocking rsocket
+	// calls block theirs in read(2), instead of parking in the Go
+	// runtime's poller: the wake-up is then the kernel's alone, with no
+	// pass through the scheduler and no idle P waking the runtime's
+	// monitor thread (see wait.go for what it saves), at the price of an
+	// OS thread per parked call. For a few busy connections; the default
+	// suits many.
+	ThreadWait bool
 	// ResolveTimeout bounds address and route resolution; 0 means 2 s.
 	ResolveTimeout time.Duration
 	// Backlog is Listen's backlog; 0 means the kernel's maximum.
@@ -93,10 +102,11 @@ type sizes struct {
 	sbuf, rbuf int
 	iomap      int
 	poll       time.Duration
+	thread     bool
 }
 
 func (o *Options) sizes() (sizes, error) {
-	s := sizes{sq: o.SendQueue, rq: o.RecvQueue, inline: o.Inline, sbuf: o.SendBuffer, rbuf: o.RecvBuffer, iomap: o.IOMapSize, poll: o.PollTime}
+	s := sizes{sq: o.SendQueue, rq: o.RecvQueue, inline: o.Inline, sbuf: o.SendBuffer, rbuf: o.RecvBuffer, iomap: o.IOMapSize, poll: o.PollTime, thread: o.ThreadWait}
 	if s.iomap < 0 || s.iomap > MaxIOMapSize {
 		return s, fmt.Errorf("rsocket: iomap size %d outside [0, %d]: %w", s.iomap, MaxIOMapSize, unix.EINVAL)
 	}

@@ -82,10 +82,10 @@ func newRes(devctx *uverbs.Context, s sizes) (_ *res, err error) {
 	if r.smr, err = r.pd.RegisterMRRange(r.buf, r.sbufOff, r.sbufLen+ctrlLen, uverbs.AccessLocalWrite); err != nil {
 		return nil, err
 	}
-	if r.rw, err = newWaiter(); err != nil {
+	if r.rw, err = r.newWaiter(s.thread); err != nil {
 		return nil, err
 	}
-	if r.ww, err = newWaiter(); err != nil {
+	if r.ww, err = r.newWaiter(s.thread); err != nil {
 		return nil, err
 	}
 	return r, nil

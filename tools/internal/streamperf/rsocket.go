@@ -31,8 +31,10 @@ func (n RSocket) options(o *Options, inline int) rsocket.Options {
 	if buf == 0 {
 		buf = DefaultBuffer
 	}
+	// One connection, whose calls wait on their own threads, as the C
+	// tools' do.
 	ro := rsocket.Options{SendBuffer: 2 * buf, RecvBuffer: 2 * buf, IOMapSize: n.IOMapSize,
-		Keepalive: time.Duration(o.Keepalive) * time.Second}
+		Keepalive: time.Duration(o.Keepalive) * time.Second, ThreadWait: true}
 	if o.DontWait && !o.Async {
 		// The C tools spin on EAGAIN: a call of theirs never sleeps. A
 		// call here ends at its deadline, SpinTick ahead; polling until

@@ -11,7 +11,7 @@ import (
 // and SO_RCVBUF), twice 512 KiB without it; inline none for 0, rsocket's
 // default for a custom run (-1), else as given; -k in seconds; the iomap
 // table riostream asks for; non-blocking calls (-T n, not -T a) poll for
-// SpinTick.
+// SpinTick; every wait on its thread.
 func TestRSocketOptions(t *testing.T) {
 	for _, tc := range []struct {
 		n      RSocket
@@ -26,6 +26,7 @@ func TestRSocketOptions(t *testing.T) {
 		{RSocket{}, Options{DontWait: true}, -1, rsocket.Options{SendBuffer: 1 << 20, RecvBuffer: 1 << 20, PollTime: SpinTick}},
 		{RSocket{}, Options{DontWait: true, Async: true}, -1, rsocket.Options{SendBuffer: 1 << 20, RecvBuffer: 1 << 20}},
 	} {
+		tc.want.ThreadWait = true
 		if got := tc.n.options(&tc.o, tc.inline); got != tc.want {
 			t.Errorf("%+v inline %d: %+v, want %+v", tc.o, tc.inline, got, tc.want)
 		}
