@@ -31,6 +31,7 @@ var traceLine = regexp.MustCompile(`^\s*(.+)-(\d+)\s+\(\s*(\d+|-+)\)\s+\[\d+\]\s
 var (
 	traceSwitchNext = regexp.MustCompile(`==> next_comm=(.+) next_pid=(\d+)`)
 	traceSysNR      = regexp.MustCompile(`^NR (-?\d+)`)
+	traceTimerFn    = regexp.MustCompile(`function=(\S+)`)
 )
 
 // syscallNames names the x86-64 system calls the pingpongs and the Go
@@ -53,20 +54,33 @@ type cpuAccount struct {
 	calls    map[int]map[string]int
 	callTime map[int]map[string]int64
 	switches map[int]int
-	thread   map[int]map[int]int64 // tgid -> tid -> ticks
-	tgid     map[int]int
+	faults   map[int]int // user page faults
+	// idleBy is the CPU's idle stretches (under 50 M ticks: not a test's
+	// own waits) by what ended them: the timer callback that expired
+	// first, else the first event and its task.
+	idleBy  map[string]int64
+	idleEnd map[string]int
+	// preempted counts a process's switches out while still runnable
+	// (prev_state R), preempted by the task it woke: the scheduler skips
+	// its clock update at that switch (rq_clock_skip_update), so rusage
+	// charges the rest of the run up to it to the woken task.
+	preempted map[int]int
+	thread    map[int]map[int]int64 // tgid -> tid -> ticks
+	tgid      map[int]int
 }
 
 func newCPUAccount() *cpuAccount {
 	return &cpuAccount{comm: map[int]string{}, user: map[int]int64{}, kernel: map[int]int64{},
 		calls: map[int]map[string]int{}, callTime: map[int]map[string]int64{}, switches: map[int]int{},
+		faults: map[int]int{}, idleBy: map[string]int64{}, idleEnd: map[string]int{}, preempted: map[int]int{},
 		thread: map[int]map[int]int64{}, tgid: map[int]int{}}
 }
 
 // parseTrace accounts every tick between two events to the task running
 // then: to its kernel time while it is inside a system call (or is a
 // kernel thread), else to its user time. Interrupts and softirqs count for
-// the task they interrupted.
+// the task they interrupted, and a user page fault (counted per process)
+// for its user time: the tracer records its entry only.
 func parseTrace(path string) (*cpuAccount, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -77,6 +91,7 @@ func parseTrace(path string) (*cpuAccount, error) {
 	inCall := map[int]string{} // tid -> the call it is in
 	callStart := map[int]int64{}
 	cur, last := -1, int64(-1)
+	idleSince := int64(-1)
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -113,6 +128,17 @@ func parseTrace(path string) (*cpuAccount, error) {
 				a.user[tg] += d
 			}
 		}
+		if idleSince >= 0 {
+			if d := ts - idleSince; d < 5e7 {
+				key := m[5] + " " + m[1]
+				if f := traceTimerFn.FindStringSubmatch(m[6]); f != nil {
+					key = "timer " + f[1]
+				}
+				a.idleBy[key] += d
+				a.idleEnd[key]++
+			}
+			idleSince = -1
+		}
 		cur, last = tid, ts
 		switch m[5] {
 		case "sys_enter":
@@ -131,9 +157,17 @@ func parseTrace(path string) (*cpuAccount, error) {
 			}
 		case "sys_exit":
 			delete(inCall, tid)
+		case "page_fault_user":
+			a.faults[tg]++
 		case "sched_switch":
+			if strings.Contains(m[6], "prev_state=R") {
+				a.preempted[tg]++
+			}
 			if n := traceSwitchNext.FindStringSubmatch(m[6]); n != nil {
 				cur, _ = strconv.Atoi(n[2])
+				if cur == 0 {
+					idleSince = ts
+				}
 				if _, ok := a.tgid[cur]; ok {
 					a.switches[a.tgid[cur]]++
 				} else {
@@ -164,7 +198,7 @@ func traceRun(t *testing.T, fn func()) *cpuAccount {
 	w("trace_clock", "x86-tsc")
 	w("buffer_size_kb", "65536")
 	w("options/record-tgid", "1")
-	w("set_event", "raw_syscalls:sys_enter raw_syscalls:sys_exit sched:sched_switch")
+	w("set_event", "raw_syscalls:sys_enter raw_syscalls:sys_exit sched:sched_switch exceptions:page_fault_user timer:hrtimer_expire_entry timer:timer_expire_entry")
 	w("trace", "")
 	w("tracing_on", "1")
 	fn()
@@ -198,10 +232,14 @@ func traceRun(t *testing.T, fn func()) *cpuAccount {
 // counts guest instructions, so the log is where each end's instructions
 // go: user and kernel time per process, system calls by name with their
 // count and in-kernel ticks, context switches and the runtime's threads,
-// the kernel's own threads (rxe's work on 6.12 runs in kworkers). The
-// tracer adds its own cost to every event it records (both tools alike
-// per event). RXEVM_TRACE_GOENV="K=V ..." adds a Go pair with that
-// environment. Only with RXEVM_BENCH=1 and RXEVM_PROFILE=1.
+// the kernel's own threads (rxe's work on 6.12 runs in kworkers), what
+// ended the CPU's idle stretches; and per process its set-up and exit
+// (what the n run spent beyond n iterations) with its page faults, and
+// its rusage CPU time next to the traced ticks. The tracer adds its own
+// cost to every event it records (both tools alike per event). RXEVM_TRACE_GOENV="K=V ..." adds a Go pair with that
+// environment; RXEVM_TRACE_PERFTEST=<tool> (ib_send_lat, ib_read_lat)
+// traces that perftest tool with -e instead, C against C and the Go
+// client against C's server. Only with RXEVM_BENCH=1 and RXEVM_PROFILE=1.
 func TestEventTraceAccount(t *testing.T) {
 	if os.Getenv("RXEVM_BENCH") != "1" || os.Getenv("RXEVM_PROFILE") != "1" {
 		t.Skip("profile: runs with RXEVM_BENCH=1 RXEVM_PROFILE=1")
@@ -210,10 +248,18 @@ func TestEventTraceAccount(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("RXEVM_TRACE_ITERS")); err == nil && v > 0 {
 		n = v
 	}
-	type contender struct{ name, bin, env string }
-	cs := []contender{{"C", cPingpong, ""}, {"Go", goPingpong, ""}}
+	type contender struct {
+		name, env string
+		run       tracedPair
+	}
+	cs := []contender{{"C", "", pingpongPair(cPingpong)}, {"Go", "", pingpongPair(goPingpong)}}
 	if e := os.Getenv("RXEVM_TRACE_GOENV"); e != "" {
-		cs = append(cs, contender{"Go " + e, goPingpong, e})
+		cs = append(cs, contender{"Go " + e, e, pingpongPair(goPingpong)})
+	}
+	if tool := os.Getenv("RXEVM_TRACE_PERFTEST"); tool != "" {
+		// The bench's client rows: C against C, the Go client against
+		// the C server.
+		cs = []contender{{"C " + tool, "", perftestPair(tool, false)}, {"Go client " + tool, "", perftestPair(tool, true)}}
 	}
 	sizes := []int{64, 4096}
 	if s := os.Getenv("RXEVM_TRACE_SIZES"); s != "" {
@@ -228,31 +274,71 @@ func TestEventTraceAccount(t *testing.T) {
 		for _, c := range cs {
 			var acc [2]*cpuAccount
 			var pids [2][2]int // [run][server, client]
-			var usec [2]string
+			var result [2]string
+			var rusage [2][2]time.Duration // [run][server, client] CPU time
 			for k, iters := range []int{n, 2 * n} {
 				port++
 				for _, kv := range strings.Fields(c.env) {
 					k, v, _ := strings.Cut(kv, "=")
 					t.Setenv(k, v)
 				}
-				r := pingpongRun{server: c.bin, client: c.bin, size: size, iters: iters, port: port, serverEvents: true, clientEvents: true}
 				acc[k] = traceRun(t, func() {
-					sp, cp := r.start(t, 5*time.Minute)
-					co := cp.wait(t)
-					so := sp.wait(t)
-					r.checkPair(t, so, co)
+					var sp, cp *peer
+					sp, cp, result[k] = c.run(t, size, iters, port)
 					pids[k] = [2]int{sp.cmd.Process.Pid, cp.cmd.Process.Pid}
-					if m := pingpongIters.FindStringSubmatch(co); m != nil {
-						usec[k] = m[3]
-					}
+					rusage[k] = [2]time.Duration{cpuTime(sp), cpuTime(cp)}
 				})
 				for _, kv := range strings.Fields(c.env) {
 					k, _, _ := strings.Cut(kv, "=")
 					os.Unsetenv(k)
 				}
 			}
-			t.Logf("%d B -e, %s pair, client usec/iter %s (n=%d) %s (2n):\n%s", size, c.name, usec[0], n, usec[1], accountDiff(acc, pids, n))
+			// rusage's CPU time (what make bench-vm's CPU column adds up)
+			// next to the traced ticks of the same processes.
+			t.Logf("%d B -e, %s pair, client: %s (n=%d), %s (2n); rusage CPU server %v %v, client %v %v:\n%s", size, c.name,
+				result[0], n, result[1], rusage[0][0], rusage[1][0], rusage[0][1], rusage[1][1], accountDiff(acc, pids, n))
 		}
+	}
+}
+
+// tracedPair runs one pair to its end with completion events, size bytes
+// and iters iterations on port, and returns its ends and the client's
+// result.
+type tracedPair func(t *testing.T, size, iters, port int) (srv, cli *peer, result string)
+
+// pingpongPair is a pair of bin, rc-pingpong or ibv_rc_pingpong, both
+// ends with -e; its result is the client's usec/iter.
+func pingpongPair(bin string) tracedPair {
+	return func(t *testing.T, size, iters, port int) (*peer, *peer, string) {
+		r := pingpongRun{server: bin, client: bin, size: size, iters: iters, port: port, serverEvents: true, clientEvents: true}
+		sp, cp := r.start(t, 5*time.Minute)
+		co := cp.wait(t)
+		r.checkPair(t, sp.wait(t), co)
+		if m := pingpongIters.FindStringSubmatch(co); m != nil {
+			return sp, cp, m[3] + " usec/iter"
+		}
+		return sp, cp, "?"
+	}
+}
+
+// perftestPair is a pair of the perftest tool with -e, C's server and
+// the Go client or C's; its result is the client's latency row.
+func perftestPair(tool string, goClient bool) tracedPair {
+	return func(t *testing.T, size, iters, port int) (*peer, *peer, string) {
+		devs := devices(t, 2)
+		args := []string{"-n", strconv.Itoa(iters), "-s", strconv.Itoa(size), "-e"}
+		s := startPerftest(t, perftestEnd{}, tool, devs[0], port, args, "")
+		waitListening(t, s, port, 30*time.Second)
+		c := startPerftest(t, perftestEnd{goTool: goClient}, tool, devs[1], port, args, "10.99.0.1")
+		waitPair(s, c)
+		if s.err != nil || c.err != nil {
+			t.Fatalf("%s: server %v, client %v\n--- server\n%s\n--- client\n%s", tool, s.err, c.err, s.out.String(), c.out.String())
+		}
+		row := perftestLatRow.FindAllString(c.out.String(), -1)
+		if row == nil {
+			return s, c, "?"
+		}
+		return s, c, strings.Join(strings.Fields(row[len(row)-1]), " ")
 	}
 }
 
@@ -265,15 +351,33 @@ func accountDiff(acc [2]*cpuAccount, pids [2][2]int, n int) string {
 	role := func(i int) string { return [2]string{"server", "client"}[i] }
 	for i := range 2 {
 		pa, pb := pids[0][i], pids[1][i]
-		fmt.Fprintf(&sb, "  %s %-16s user %7.0f kernel %7.0f total %7.0f ticks/iter; switches in %.2f/iter; threads %d\n", role(i), b.comm[pb],
+		fmt.Fprintf(&sb, "  %s %-16s user %7.0f kernel %7.0f total %7.0f ticks/iter; switches in %.2f/iter, out preempted %.2f/iter; threads %d; traced %.2f M then %.2f M ticks in all\n", role(i), b.comm[pb],
 			per(a.user[pa], b.user[pb]), per(a.kernel[pa], b.kernel[pb]),
 			per(a.user[pa]+a.kernel[pa], b.user[pb]+b.kernel[pb]),
-			float64(b.switches[pb]-a.switches[pa])/float64(n), len(b.thread[pb]))
+			float64(b.switches[pb]-a.switches[pa])/float64(n), float64(b.preempted[pb]-a.preempted[pa])/float64(n), len(b.thread[pb]),
+			float64(a.user[pa]+a.kernel[pa])/1e6, float64(b.user[pb]+b.kernel[pb])/1e6)
+		// Set-up and exit, what the n run spent beyond n iterations
+		// (2a − b): with few iterations (the bench's 100 at 64 KiB) it
+		// is most of a process's CPU time.
+		setup := func(x, y int64) float64 { return float64(2*x-y) / 1e6 }
+		fmt.Fprintf(&sb, "    set-up and exit: user %.2f M kernel %.2f M ticks; %d page faults (%.2f/iter)", setup(a.user[pa], b.user[pb]), setup(a.kernel[pa], b.kernel[pb]),
+			2*a.faults[pa]-b.faults[pb], float64(b.faults[pb]-a.faults[pa])/float64(n))
 		names := slices.Collect(maps.Keys(b.calls[pb]))
+		slices.SortFunc(names, func(x, y string) int {
+			return cmp.Compare(2*a.callTime[pa][y]-b.callTime[pb][y], 2*a.callTime[pa][x]-b.callTime[pb][x])
+		})
+		for _, name := range names[:min(len(names), 3)] {
+			fmt.Fprintf(&sb, "; %s %d calls %.2f M", name, 2*a.calls[pa][name]-b.calls[pb][name], setup(a.callTime[pa][name], b.callTime[pb][name]))
+		}
+		sb.WriteString("\n")
 		slices.SortFunc(names, func(x, y string) int { return cmp.Compare(b.callTime[pb][y], b.callTime[pb][x]) })
 		for _, name := range names {
+			calls, ticks := float64(b.calls[pb][name]-a.calls[pa][name])/float64(n), per(a.callTime[pa][name], b.callTime[pb][name])
+			if calls > -0.005 && calls < 0.005 && ticks > -100 && ticks < 100 {
+				continue // set-up's calls, or none
+			}
 			fmt.Fprintf(&sb, "    %-14s %6.2f calls/iter %7.0f ticks/iter in the kernel (%.0f per call)\n", name,
-				float64(b.calls[pb][name]-a.calls[pa][name])/float64(n), per(a.callTime[pa][name], b.callTime[pb][name]),
+				calls, ticks,
 				float64(b.callTime[pb][name])/float64(max(b.calls[pb][name], 1)))
 		}
 		// The threads by CPU time, largest first (the Go runtime's).
@@ -287,8 +391,8 @@ func accountDiff(acc [2]*cpuAccount, pids [2][2]int, n int) string {
 		}
 	}
 	// Everything else: kernel threads by name, idle.
-	others := func(x *cpuAccount) map[string]int64 {
-		m := map[string]int64{}
+	others := func(x *cpuAccount) (m map[string]int64, preempted map[string]int) {
+		m, preempted = map[string]int64{}, map[string]int{}
 		for tg, comm := range x.comm {
 			if slices.Contains(pids[0][:], tg) || slices.Contains(pids[1][:], tg) {
 				continue
@@ -300,15 +404,25 @@ func accountDiff(acc [2]*cpuAccount, pids [2][2]int, n int) string {
 				key = comm[:i]
 			}
 			m[key] += x.user[tg] + x.kernel[tg]
+			preempted[key] += x.preempted[tg]
 		}
-		return m
+		return m, preempted
 	}
-	oa, ob := others(a), others(b)
+	// What ended the CPU's idle stretches, and how long they were.
+	ends := slices.Collect(maps.Keys(b.idleBy))
+	slices.SortFunc(ends, func(x, y string) int { return cmp.Compare(b.idleBy[y]-a.idleBy[y], b.idleBy[x]-a.idleBy[x]) })
+	for _, k := range ends {
+		if d := per(a.idleBy[k], b.idleBy[k]); d >= 50 || d <= -50 {
+			fmt.Fprintf(&sb, "  idle ended by %-32s %7.0f ticks/iter, %.2f times/iter\n", k, d, float64(b.idleEnd[k]-a.idleEnd[k])/float64(n))
+		}
+	}
+	oa, pa := others(a)
+	ob, pb := others(b)
 	keys := slices.Collect(maps.Keys(ob))
 	slices.SortFunc(keys, func(x, y string) int { return cmp.Compare(ob[y]-oa[y], ob[x]-oa[x]) })
 	for _, k := range keys {
 		if d := per(oa[k], ob[k]); d >= 50 || d <= -50 {
-			fmt.Fprintf(&sb, "  other %-16s %7.0f ticks/iter\n", k, d)
+			fmt.Fprintf(&sb, "  other %-16s %7.0f ticks/iter, out preempted %.2f/iter\n", k, d, float64(pb[k]-pa[k])/float64(n))
 		}
 	}
 	return sb.String()
