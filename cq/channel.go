@@ -99,20 +99,17 @@ func NewChannel(devctx *uverbs.Context) (*Channel, error) {
 // newChannel makes the Channel of src, on devctx's device (nil for none:
 // a test's source).
 func newChannel(src eventSource, devctx *uverbs.Context) (*Channel, error) {
+	ch := &Channel{dev: devctx, src: src, cqs: make(map[uint64]weak.Pointer[CQ])}
 	// Ppoll: every completion of an event-driven loop pays the wake-up,
-	// and the runtime's poller costs more (see package fdwait).
-	p, err := fdwait.New(fdwait.Ppoll)
+	// and the runtime's poller costs more (see package fdwait). The fds
+	// GetEvent waits on are registered as it names them: its waits without
+	// a cancellable context are then one epoll_pwait2 on a set built once,
+	// not a ppoll that sets up its poll table every time.
+	p, err := fdwait.NewRegistered(ch.src.FD(), ch.removalFD())
 	if err != nil {
 		return nil, fmt.Errorf("cq: %w", err)
 	}
-	ch := &Channel{dev: devctx, src: src, cqs: make(map[uint64]weak.Pointer[CQ]), poller: p}
-	// The fds GetEvent waits on, as it names them: its waits without a
-	// cancellable context are then one epoll_pwait2 on a set built once,
-	// not a ppoll that sets up its poll table every time.
-	if err := p.Register(ch.src.FD(), ch.removalFD()); err != nil {
-		p.Close()
-		return nil, fmt.Errorf("cq: %w", err)
-	}
+	ch.poller = p
 	// A dropped Channel's poller is closed, which also takes its armed
 	// waker off its context: a context that is never done would keep it
 	// alive.

@@ -120,12 +120,8 @@ func newPool(mem []byte, base uint64, lkey uint32, size, depth, eventFD int, unm
 	// package fdwait). The channel is registered once, so that each park
 	// is one epoll_pwait2 rather than a ppoll that builds its poll table
 	// again.
-	w, err := fdwait.New(fdwait.Ppoll)
+	w, err := fdwait.NewRegistered(eventFD)
 	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
-	}
-	if err := w.Register(eventFD); err != nil {
-		w.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	p := &pool{

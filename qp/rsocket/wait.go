@@ -44,15 +44,7 @@ func (r *res) newWaiter(thread bool) (*fdwait.Poller, error) {
 	if !thread {
 		return fdwait.New(fdwait.Netpoll)
 	}
-	p, err := fdwait.New(fdwait.Ppoll)
-	if err != nil {
-		return nil, err
-	}
-	if err := p.Register(r.ch.FD()); err != nil {
-		p.Close()
-		return nil, err
-	}
-	return p, nil
+	return fdwait.NewRegistered(r.ch.FD())
 }
 
 // waitCompletions calls ready at first and whenever the completion channel

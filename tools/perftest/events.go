@@ -24,13 +24,10 @@ type eventWaiter struct {
 }
 
 func newEventWaiter(ch *cq.Channel) (*eventWaiter, error) {
-	p, err := fdwait.New(fdwait.Ppoll) // the measured path: as cq.Channel's
+	// The measured path, as cq.Channel's: sleep's wait is one
+	// epoll_pwait2 on a set built once.
+	p, err := fdwait.NewRegistered(ch.FD())
 	if err != nil {
-		return nil, fmt.Errorf("Couldn't create completion channel: %w", err)
-	}
-	// sleep's wait is then one epoll_pwait2 on a set built once.
-	if err := p.Register(ch.FD()); err != nil {
-		p.Close()
 		return nil, fmt.Errorf("Couldn't create completion channel: %w", err)
 	}
 	return &eventWaiter{ch: ch, p: p}, nil

@@ -366,10 +366,11 @@ func waitCalls(t *testing.T, f func(t *testing.T)) {
 
 func newRegistered(t *testing.T, fds ...int) *Poller {
 	t.Helper()
-	p := newPoller(t, Ppoll)
-	if err := p.Register(fds...); err != nil {
+	p, err := NewRegistered(fds...)
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { p.Close() })
 	return p
 }
 
@@ -607,6 +608,17 @@ func TestRegisterTooManyFDs(t *testing.T) {
 			t.Fatalf("Register of 3 fds = %v", err)
 		}
 	})
+}
+
+// A NewRegistered that cannot register closes the Poller it made.
+func TestNewRegisteredFailureLeavesNothing(t *testing.T) {
+	before := openFDs(t)
+	if _, err := NewRegistered(0, 1, 2); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("NewRegistered of 3 fds = %v", err)
+	}
+	if after := openFDs(t); after != before {
+		t.Fatalf("open fds %d before, %d after a failed NewRegistered", before, after)
+	}
 }
 
 // openFDs counts the process's open fds.

@@ -54,6 +54,21 @@ func (p *Poller) Register(fds ...int) error {
 	return nil
 }
 
+// NewRegistered returns a Ppoll Poller with fds registered: the Poller
+// of a waiter that always waits on the same fds, whose waits without a
+// cancellable context are then each one epoll_pwait2 (see Register).
+func NewRegistered(fds ...int) (*Poller, error) {
+	p, err := New(Ppoll)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Register(fds...); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
 // regSlot holds the Poller's registered set, shared with its GC cleanup.
 type regSlot struct{ p atomic.Pointer[regSet] }
 
