@@ -98,7 +98,18 @@ func TestRsocketGoGo(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		// A hang fails here, not at the package's timeout: closing the
+		// connections wakes the calls, which then report their errors.
+		cli.Close()
+		srv.Close()
+		<-done
+		t.Fatal("the transfers did not end within 2 minutes")
+	}
 }
 
 // A blocked Read wakes at its deadline with os.ErrDeadlineExceeded, and

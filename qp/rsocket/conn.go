@@ -548,18 +548,6 @@ func (c *Conn) updateCredits() {
 	}
 }
 
-// postCtrl sends a control message (shutdown, disconnect) in a control
-// slot, which the caller made sure is free.
-func (c *Conn) postCtrl(ctrl uint32) error {
-	msg := message(opCtrl, ctrl)
-	c.swr[0] = qp.SendWR{ID: uint64(msg), Opcode: qp.RDMAWriteWithImm, Flags: qp.Signaled, Imm: msg}
-	if err := c.r.q.PostSend(c.swr[:]); err != nil {
-		return err
-	}
-	c.ctrlSeq++
-	return nil
-}
-
 // fail records the connection's first failure; nothing more is sent.
 func (c *Conn) fail(err error) {
 	if c.err == nil {
@@ -593,40 +581,57 @@ func (c *Conn) CloseWrite() error {
 	if c.state&stWritable == 0 {
 		return nil
 	}
+	// The side stays writable until its message is posted: a peer's
+	// shutdown that comes while this waits for a slot must not read as
+	// the answer to one this side has not sent.
+	if err := c.waitCtrlSlot(c.r.ww, &c.writeDeadline); err != nil {
+		return c.opErr("close", err)
+	}
 	ctrl := uint32(ctrlShutdown)
 	if c.state&stReadable == 0 {
 		ctrl = ctrlDisconnect
 	}
 	c.state &^= stWritable
-	if err := c.sendCtrl(ctrl, c.r.ww, &c.writeDeadline); err != nil {
+	if err := c.postCtrl(ctrl); err != nil {
 		return c.opErr("close", err)
 	}
 	return nil
 }
 
-// sendCtrl waits with w for a control slot (until *deadline, read under
-// c.mu) and sends ctrl.
-func (c *Conn) sendCtrl(ctrl uint32, w *fdwait.Poller, deadline *time.Time) error {
-	if c.state&stConnected == 0 {
-		return nil
-	}
+// waitCtrlSlot waits with w for a free control slot, until *deadline
+// (read under c.mu) or the connection is down.
+func (c *Conn) waitCtrlSlot(w *fdwait.Poller, deadline *time.Time) error {
 	ctrlFree := func() bool { return c.ctrlSeq != c.ctrlMax || c.state&stConnected == 0 }
-	if c.progress(); !ctrlFree() {
-		c.ctrlParked = true
-		err := c.waitCompletionsUnwoken(w, deadline, func() bool {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			return c.drive(ctrlFree, c.readParked || c.writeParked)
-		})
-		c.ctrlParked = false
-		if err != nil && !ctrlFree() {
-			return waitErr(err)
-		}
+	if c.progress(); ctrlFree() {
+		return nil
 	}
+	c.ctrlParked = true
+	err := c.waitCompletionsUnwoken(w, deadline, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.drive(ctrlFree, c.readParked || c.writeParked)
+	})
+	c.ctrlParked = false
+	if err != nil && !ctrlFree() {
+		return waitErr(err)
+	}
+	return nil
+}
+
+// postCtrl sends a control message (shutdown, disconnect) in the free
+// slot waitCtrlSlot found, unless the connection went down meanwhile.
+func (c *Conn) postCtrl(ctrl uint32) error {
 	if c.state&stConnected == 0 {
 		return nil
 	}
-	return c.postCtrl(ctrl)
+	msg := message(opCtrl, ctrl)
+	c.swr[0] = qp.SendWR{ID: uint64(msg), Opcode: qp.RDMAWriteWithImm, Flags: qp.Signaled, Imm: msg}
+	if err := c.r.q.PostSend(c.swr[:]); err != nil {
+		c.fail(err)
+		return err
+	}
+	c.ctrlSeq++
+	return nil
 }
 
 // Close closes the connection: blocked Reads and Writes return
@@ -656,10 +661,15 @@ func (c *Conn) Close() error {
 	linger := time.Now().Add(lingerTime)
 	var errs []error
 	if c.state&stConnected != 0 {
-		c.state &^= stReadable | stWritable
-		if err := c.sendCtrl(ctrlDisconnect, c.r.rw, &linger); err != nil {
+		// As in CloseWrite, the state changes once the message is posted.
+		err := c.waitCtrlSlot(c.r.rw, &linger)
+		if err == nil {
+			err = c.postCtrl(ctrlDisconnect)
+		}
+		if err != nil {
 			errs = append(errs, err)
 		}
+		c.state &^= stReadable | stWritable
 		if !c.allSendsDone() {
 			c.ctrlParked = true
 			c.waitCompletionsUnwoken(c.r.rw, &linger, c.sendsDone)

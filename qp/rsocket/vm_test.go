@@ -136,3 +136,56 @@ func TestVMPollEnds(t *testing.T) {
 		t.Fatalf("Read closed while it polls: %v", err)
 	}
 }
+
+// A peer's shutdown that comes while CloseWrite waits for a control slot
+// does not stand in for this side's own: CloseWrite still sends it, and
+// the peer reads io.EOF. (Taking the peer's message for the answer to one
+// never sent left the peer's Read waiting for good.) The test takes the
+// client's free slots away while its CloseWrite waits, and gives them back
+// once the server's shutdown has come.
+func TestVMCloseWriteWaitingForSlot(t *testing.T) {
+	needVM(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	shut := make(chan struct{})
+	served := make(chan error, 1)
+	c := vmConn(ctx, t, 7751, Options{}, func(s net.Conn) {
+		<-shut
+		if err := s.(*Conn).CloseWrite(); err != nil {
+			served <- err
+			return
+		}
+		s.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err := s.Read(make([]byte, 1))
+		served <- err
+	})
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		for !func() bool { c.mu.Lock(); defer c.mu.Unlock(); return cond() }() {
+			if ctx.Err() != nil {
+				t.Fatalf("waiting for %s: %v", what, ctx.Err())
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	until("the set-up's control messages", c.allSendsDone)
+	c.mu.Lock()
+	freeMax := c.ctrlMax
+	c.ctrlMax = c.ctrlSeq
+	c.mu.Unlock()
+	closed := make(chan error, 1)
+	go func() { closed <- c.CloseWrite() }()
+	until("CloseWrite to wait", func() bool { return c.ctrlParked })
+	close(shut)
+	until("the server's shutdown", func() bool { return c.state&stReadable == 0 || !c.ctrlParked })
+	c.mu.Lock()
+	c.ctrlMax = freeMax
+	c.mu.Unlock()
+	c.r.ww.Wake()
+	if err := <-closed; err != nil {
+		t.Fatalf("CloseWrite: %v", err)
+	}
+	if err := <-served; err != io.EOF {
+		t.Fatalf("the server's Read after both shutdowns: %v, want io.EOF", err)
+	}
+}
