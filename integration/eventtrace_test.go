@@ -239,7 +239,9 @@ func traceRun(t *testing.T, fn func()) *cpuAccount {
 // cost to every event it records (both tools alike per event). RXEVM_TRACE_GOENV="K=V ..." adds a Go pair with that
 // environment; RXEVM_TRACE_PERFTEST=<tool> (ib_send_lat, ib_read_lat)
 // traces that perftest tool with -e instead, C against C and the Go
-// client against C's server. Only with RXEVM_BENCH=1 and RXEVM_PROFILE=1.
+// client against C's server, and with RXEVM_TRACE_CENV="K=V ..." the C
+// client with that environment too. Only with RXEVM_BENCH=1 and
+// RXEVM_PROFILE=1.
 func TestEventTraceAccount(t *testing.T) {
 	if os.Getenv("RXEVM_BENCH") != "1" || os.Getenv("RXEVM_PROFILE") != "1" {
 		t.Skip("profile: runs with RXEVM_BENCH=1 RXEVM_PROFILE=1")
@@ -259,7 +261,12 @@ func TestEventTraceAccount(t *testing.T) {
 	if tool := os.Getenv("RXEVM_TRACE_PERFTEST"); tool != "" {
 		// The bench's client rows: C against C, the Go client against
 		// the C server.
-		cs = []contender{{"C " + tool, "", perftestPair(tool, false)}, {"Go client " + tool, "", perftestPair(tool, true)}}
+		cs = []contender{{"C " + tool, "", perftestPair(tool, false, nil)}, {"Go client " + tool, "", perftestPair(tool, true, nil)}}
+		if e := os.Getenv("RXEVM_TRACE_CENV"); e != "" {
+			// The C client with this environment: e.g. LD_PRELOAD of
+			// libepollwait, C with the Go client's completion wait.
+			cs = append(cs, contender{"C client with " + e + " " + tool, "", perftestPair(tool, false, strings.Fields(e))})
+		}
 	}
 	sizes := []int{64, 4096}
 	if s := os.Getenv("RXEVM_TRACE_SIZES"); s != "" {
@@ -322,14 +329,15 @@ func pingpongPair(bin string) tracedPair {
 }
 
 // perftestPair is a pair of the perftest tool with -e, C's server and
-// the Go client or C's; its result is the client's latency row.
-func perftestPair(tool string, goClient bool) tracedPair {
+// the Go client or C's (with cliEnv added to its environment); its result
+// is the client's latency row.
+func perftestPair(tool string, goClient bool, cliEnv []string) tracedPair {
 	return func(t *testing.T, size, iters, port int) (*peer, *peer, string) {
 		devs := devices(t, 2)
 		args := []string{"-n", strconv.Itoa(iters), "-s", strconv.Itoa(size), "-e"}
 		s := startPerftest(t, perftestEnd{}, tool, devs[0], port, args, "")
 		waitListening(t, s, port, 30*time.Second)
-		c := startPerftest(t, perftestEnd{goTool: goClient}, tool, devs[1], port, args, "10.99.0.1")
+		c := startPerftest(t, perftestEnd{goTool: goClient, env: cliEnv}, tool, devs[1], port, args, "10.99.0.1")
 		waitPair(s, c)
 		if s.err != nil || c.err != nil {
 			t.Fatalf("%s: server %v, client %v\n--- server\n%s\n--- client\n%s", tool, s.err, c.err, s.out.String(), c.out.String())

@@ -50,8 +50,9 @@ func perftestBenchRows() []perftestBenchRow {
 // uses: BW average (MB/sec) or t_typical (usec), read from the C peer the
 // two pairs share — the server when Go is the client, the client when Go
 // is the server — except where that peer prints no row (the read/atomic
-// latency server): then from the end under comparison.
-func benchPerftestRun(t *testing.T, r perftestBenchRow, goEnd, goIsServer bool, goEnv []string) float64 {
+// latency server): then from the end under comparison. env is the
+// environment of the end under comparison (Go's or C's).
+func benchPerftestRun(t *testing.T, r perftestBenchRow, goEnd, goIsServer bool, env []string) float64 {
 	t.Helper()
 	args := []string{"-n", strconv.Itoa(r.iters)}
 	if !strings.HasPrefix(r.tool, "ib_atomic") {
@@ -64,9 +65,9 @@ func benchPerftestRun(t *testing.T, r perftestBenchRow, goEnd, goIsServer bool, 
 	srv := perftestEnd{goTool: goEnd && goIsServer}
 	cli := perftestEnd{goTool: goEnd && !goIsServer}
 	if goIsServer {
-		srv.env = goEnv
+		srv.env = env
 	} else {
-		cli.env = goEnv
+		cli.env = env
 	}
 	var so, co string
 	for try := 1; ; try++ {
@@ -86,6 +87,11 @@ func benchPerftestRun(t *testing.T, r perftestBenchRow, goEnd, goIsServer bool, 
 		if try == 3 {
 			return math.NaN()
 		}
+	}
+	if own := map[bool]string{false: co, true: so}[goIsServer]; strings.Contains(own, "cannot be preloaded") {
+		t.Fatalf("%s: the end under comparison ran without its LD_PRELOAD (%v):\n%s", r.tool, env, own)
+	} else if i := strings.Index(own, "libepollwait:"); i >= 0 {
+		t.Logf("%s %d (server %v): %s", r.tool, r.size, goIsServer, strings.SplitN(own[i:], "\n", 2)[0])
 	}
 	out := so
 	if goIsServer {
@@ -136,9 +142,11 @@ func TestPerftestBench(t *testing.T) {
 	// RXEVM_BENCH_GOENV="K=V ..." adds a third contender to every pair:
 	// the Go end again with that environment (e.g. GOMAXPROCS=1), so that
 	// a runtime setting is judged in the same boot as the plain Go end.
-	var altEnv []string
-	if e := os.Getenv("RXEVM_BENCH_GOENV"); e != "" {
-		altEnv = strings.Fields(e)
+	// RXEVM_BENCH_CENV makes the third the C end with that environment
+	// (e.g. LD_PRELOAD of a C peer that gives it the Go end's wait).
+	alt, err := perftestBenchAlt()
+	if err != nil {
+		t.Fatal(err)
 	}
 	if expr := os.Getenv("RXEVM_BENCHROWS"); expr != "" {
 		// A subset for an experiment: rows whose "tool/size" matches.
@@ -154,8 +162,8 @@ func TestPerftestBench(t *testing.T) {
 				runGo := func() { c.goV = append(c.goV, benchPerftestRun(t, r, true, goIsServer, nil)) }
 				runC := func() { c.cV = append(c.cV, benchPerftestRun(t, r, false, goIsServer, nil)) }
 				runAlt := func() {
-					if altEnv != nil {
-						c.altV = append(c.altV, benchPerftestRun(t, r, true, goIsServer, altEnv))
+					if alt.env != nil {
+						c.altV = append(c.altV, benchPerftestRun(t, r, alt.goEnd, goIsServer, alt.env))
 					}
 				}
 				if round%2 == 0 {
@@ -171,7 +179,7 @@ func TestPerftestBench(t *testing.T) {
 		}
 		t.Logf("round %d of %d done after %v", round+1, rounds, time.Since(start).Round(time.Second))
 		// The medians so far, in case the run is cut short.
-		table, lines := perftestBenchTable(rows, cells, round+1, altEnv)
+		table, lines := perftestBenchTable(rows, cells, round+1, alt)
 		if round+1 < rounds {
 			t.Logf("after %d rounds:\n%s%s", round+1, table, lines)
 		} else {
@@ -188,7 +196,7 @@ func TestPerftestBench(t *testing.T) {
 
 // perftestBenchTable formats the medians of the rounds so far as a table
 // and as PERFTEST-RATIO lines.
-func perftestBenchTable(rows []perftestBenchRow, cells [][2]benchCell, rounds int, altEnv []string) (string, string) {
+func perftestBenchTable(rows []perftestBenchRow, cells [][2]benchCell, rounds int, alt benchAlt) (string, string) {
 	var table, lines strings.Builder
 	fmt.Fprintf(&table, "| test | Go end | size | metric | Go (median of %d) | C (median) | Go/C [95 %% interval] | Go rounds | C rounds |\n|---|---|---|---|---|---|---|---|---|\n", rounds)
 	for i, r := range rows {
@@ -203,8 +211,12 @@ func perftestBenchTable(rows []perftestBenchRow, cells [][2]benchCell, rounds in
 			fmt.Fprint(&lines, perftestRatioLine(r.tool, r.size, metric, g, cm, role, benchRatioFields(c.goV, c.cV)))
 		}
 	}
-	if altEnv != nil {
-		fmt.Fprintf(&table, "\nGo with %s, same rounds:\n| test | Go end | size | Go+env (median) | C (median) | Go+env/C [95 %% interval] | Go+env/Go [95 %% interval] | Go+env rounds |\n|---|---|---|---|---|---|---|---|\n", strings.Join(altEnv, " "))
+	if alt.env != nil {
+		who := "C"
+		if alt.goEnd {
+			who = "Go"
+		}
+		fmt.Fprintf(&table, "\n%s with %s, same rounds:\n| test | Go end | size | %[1]s+env (median) | C (median) | %[1]s+env/C [95 %% interval] | %[1]s+env/Go [95 %% interval] | %[1]s+env rounds |\n|---|---|---|---|---|---|---|---|\n", who, strings.Join(alt.env, " "))
 		for i, r := range rows {
 			for side, role := range []string{"client", "server"} {
 				c := cells[i][side]
@@ -224,9 +236,31 @@ func perftestRatioLine(tool string, size int, metric string, goV, cV float64, en
 	return fmt.Sprintf("PERFTEST-RATIO test=%s size=%d metric=%s go=%.2f c=%.2f ratio=%.3f end=%s %s\n", tool, size, metric, goV, cV, goV/cV, end, interval)
 }
 
-// benchCell holds one row's figures, Go's and C's (and Go's with
-// RXEVM_BENCH_GOENV), round by round.
+// benchCell holds one row's figures, Go's and C's (and the third
+// contender's, benchAlt), round by round.
 type benchCell struct{ goV, cV, altV []float64 }
+
+// benchAlt is the perftest bench's third contender, if env is not nil: the
+// Go end (goEnd) or the C end with env added.
+type benchAlt struct {
+	goEnd bool
+	env   []string
+}
+
+// perftestBenchAlt reads the third contender from RXEVM_BENCH_GOENV or
+// RXEVM_BENCH_CENV ("K=V ...").
+func perftestBenchAlt() (benchAlt, error) {
+	goEnv, cEnv := os.Getenv("RXEVM_BENCH_GOENV"), os.Getenv("RXEVM_BENCH_CENV")
+	switch {
+	case goEnv != "" && cEnv != "":
+		return benchAlt{}, fmt.Errorf("RXEVM_BENCH_GOENV and RXEVM_BENCH_CENV both set: the bench has one third contender")
+	case goEnv != "":
+		return benchAlt{goEnd: true, env: strings.Fields(goEnv)}, nil
+	case cEnv != "":
+		return benchAlt{env: strings.Fields(cEnv)}, nil
+	}
+	return benchAlt{}, nil
+}
 
 // TestPerftestProfile runs the Go perftest client of a few rows with a CPU
 // profile (PERFTEST_CPUPROFILE) and prints it base64-encoded between

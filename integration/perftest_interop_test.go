@@ -83,12 +83,14 @@ func startPerftest(t *testing.T, e perftestEnd, tool, dev string, port int, args
 	if e.goTool {
 		p.name = "go " + tool
 		p.cmd.Args[0] = tool // argv[0], as a link named after the test gives it, selects the test
-		p.cmd.Env = append(p.cmd.Environ(), e.env...)
 		// Out of time, the Go end is asked to quit with SIGQUIT: the
 		// runtime prints every goroutine's stack, which says where it
 		// waited.
 		p.cmd.Cancel = func() error { return p.cmd.Process.Signal(syscall.SIGQUIT) }
 		p.cmd.WaitDelay = 5 * time.Second
+	}
+	if e.env != nil {
+		p.cmd.Env = append(p.cmd.Environ(), e.env...)
 	}
 	start := p.cmd.Start
 	if e.pin {

@@ -11,7 +11,9 @@ import (
 
 // CPeerDir holds pureverbs' own C peers in its source tree: programs written
 // against librdmacm and libibverbs alone, for interop tests that need a C
-// program no Debian package ships (e.g. a SEND_WITH_IMM frame sender).
+// program no Debian package ships (e.g. a SEND_WITH_IMM frame sender). A
+// source named libNAME.c is a shared object instead, for LD_PRELOAD into
+// Debian's C tools (e.g. to give them the Go tools' completion wait).
 const CPeerDir = "integration/testdata/cpeer"
 
 // cPeerDevPackages carry the headers the C peers compile against. They come
@@ -97,6 +99,9 @@ func (c *Cache) buildCPeer(cc string, a Arch, source, include, peers string) (st
 		"-L", libs, "-l:librdmacm.so.1", "-l:libibverbs.so.1",
 		"-Wl,-rpath-link," + libs + ":" + filepath.Join(peers, "lib", a.Triple),
 		"-Wl,--allow-shlib-undefined"}
+	if strings.HasPrefix(name, "lib") {
+		args = append(args, "-shared", "-fPIC")
+	}
 	if c.Log != nil {
 		fmt.Fprintf(c.Log, "rxevm: compiling C peer %s for %s\n", name, a.GOARCH)
 	}
