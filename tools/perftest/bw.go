@@ -170,8 +170,8 @@ func (r *bwRun) postReceives() error {
 
 // waitEvent is ctx_notify_events: sleep until a CQ of the channel has an
 // event, acknowledge it and re-arm that CQ.
-func (r *bwRun) waitEvent() error {
-	_, err := r.e.events.wait()
+func (r *bwRun) waitEvent(k waitKind) error {
+	_, err := r.e.events.wait(k)
 	return err
 }
 
@@ -339,7 +339,7 @@ func (r *bwRun) client() error {
 		}
 		if r.totC < tot || (r.clock != nil && r.totC < r.totS) {
 			if o.events {
-				if err := r.waitEvent(); err != nil {
+				if err := r.waitEvent(forSend); err != nil {
 					return err
 				}
 			}
@@ -379,7 +379,7 @@ func (r *bwRun) server() error {
 	for r.totR < tot || r.running() {
 		r.yield.maybe()
 		if o.events {
-			if err := r.waitEvent(); err != nil {
+			if err := r.waitEvent(forRecv); err != nil {
 				return err
 			}
 		}
@@ -448,7 +448,7 @@ func (r *bwRun) bidirectional() error {
 			}
 		}
 		if o.events {
-			if err := r.waitEvent(); err != nil {
+			if err := r.waitEvent(forRecv); err != nil {
 				return err
 			}
 		}

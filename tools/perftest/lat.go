@@ -210,7 +210,7 @@ func (l *latRun) readAtomic() error {
 			break
 		}
 		if o.events {
-			if err := l.waitEvent("completion", scnt); err != nil {
+			if err := l.waitEvent(forSend, "completion", scnt); err != nil {
 				return err
 			}
 		}
@@ -238,7 +238,7 @@ func (l *latRun) send() error {
 	for l.more(scnt) || l.more(rcnt) {
 		if l.more(rcnt) && !(scnt < 1 && client) {
 			if o.events {
-				if err := l.waitEvent("receive", rcnt+1); err != nil {
+				if err := l.waitEvent(forRecv, "receive", rcnt+1); err != nil {
 					return err
 				}
 			}
@@ -272,7 +272,7 @@ func (l *latRun) send() error {
 			}
 			if poll {
 				if o.events {
-					if err := l.waitEvent("send completion", scnt); err != nil {
+					if err := l.waitEvent(forSend, "send completion", scnt); err != nil {
 						return err
 					}
 				}
@@ -298,8 +298,8 @@ func (l *latRun) postReceives() error {
 
 // waitEvent sleeps until a CQ event, acknowledges it and re-arms that
 // CQ; what and n say in a stall's error what the run was waiting for.
-func (l *latRun) waitEvent(what string, n int) error {
-	if _, err := l.e.events.wait(); err != nil {
+func (l *latRun) waitEvent(k waitKind, what string, n int) error {
+	if _, err := l.e.events.wait(k); err != nil {
 		return fmt.Errorf("%w: waiting for %s %d of %d (does the peer run with the same parameters, -s, -n, -c?)", err, what, n, l.iters)
 	}
 	return nil
