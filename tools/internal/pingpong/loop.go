@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/pureverbs/pureverbs/cq"
+	"github.com/pureverbs/pureverbs/tools/internal/eventlook"
 )
 
 // Loop runs the ping-pong p over one CQ until it is finished. With a
@@ -16,11 +17,20 @@ import (
 // batch (the C tools poll two at a time). It returns the number of events
 // taken, all of them to be acknowledged. It allocates nothing per round.
 func Loop(c *cq.CQ, ch *cq.Channel, p *Pingpong, wc []cq.WC) (events int, err error) {
+	// While a send is outstanding its completion is likely queued already
+	// (see package eventlook); the peer's answer comes while the loop
+	// sleeps, and GetEvent's own look takes care of those waits.
+	var sendLook eventlook.Look
 	for !p.Finished() {
 		if ch != nil {
-			got, err := ch.GetEvent(context.Background())
-			if err != nil {
-				return events, fmt.Errorf("Failed to get cq_event: %w", err)
+			var got *cq.CQ
+			if p.pending&SendWRID != 0 {
+				got = sendLook.Queued(ch)
+			}
+			if got == nil {
+				if got, err = ch.GetEvent(context.Background()); err != nil {
+					return events, fmt.Errorf("Failed to get cq_event: %w", err)
+				}
 			}
 			events++
 			if got != c {

@@ -1,4 +1,4 @@
-package main
+package eventlook
 
 import "testing"
 
@@ -6,7 +6,7 @@ import "testing"
 // find none backs off to one look in maxSkip+1 waits, and is back to every
 // wait after its first hit.
 func TestLookBacksOff(t *testing.T) {
-	var l look
+	var l Look
 	looks := func(waits int, hit bool) int {
 		n := 0
 		for range waits {
