@@ -15,9 +15,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrNoEvent is returned (wrapped) by TryGetEvent when no event is queued.
-// It also matches unix.EAGAIN.
-var ErrNoEvent = errors.New("cq: no completion event")
+// ErrNoEvent is what TryGetEvent returns when no event is queued. It also
+// matches unix.EAGAIN. TryGetEvent returns it as it is, not wrapped, so that
+// errors.Is(err, ErrNoEvent) is the comparison it starts with: a poller's
+// loop that drains the channel until it is empty allocates nothing (the
+// interface assertions errors.Is goes on to make build their caches with
+// an allocation, now and then, until an error's type has its entry).
+var ErrNoEvent error = noEventError{}
+
+type noEventError struct{}
+
+func (noEventError) Error() string { return "cq: no completion event" }
+
+// Is makes ErrNoEvent match unix.EAGAIN.
+func (noEventError) Is(target error) bool { return target == unix.EAGAIN }
 
 // ErrClosed is returned by operations on a closed Channel or CQ. It is
 // uverbs.ErrClosed, the one sentinel for every package.
@@ -26,9 +37,6 @@ var ErrClosed = uverbs.ErrClosed
 // probeEvery is how often a GetEvent on an idle channel reads before it
 // polls, to find out whether events have started to queue up.
 const probeEvery = 8
-
-// errNoEvent wraps ErrNoEvent and EAGAIN without allocating per call.
-var errNoEvent = fmt.Errorf("%w (%w)", ErrNoEvent, unix.EAGAIN)
 
 // eventSource is what a Channel reads events from: a
 // *uverbs.CompChannel (tests substitute a pipe).
@@ -124,7 +132,7 @@ func newChannel(src eventSource, devctx *uverbs.Context) (*Channel, error) {
 func (ch *Channel) FD() int { return ch.src.FD() }
 
 // TryGetEvent returns the CQ of the next queued event without blocking, or
-// an error wrapping ErrNoEvent. The event must be acknowledged with the
+// ErrNoEvent. The event must be acknowledged with the
 // CQ's Ack. It allocates nothing.
 func (ch *Channel) TryGetEvent() (*CQ, error) {
 	ch.waiters.RLock()
@@ -140,7 +148,7 @@ func (ch *Channel) tryGet() (*CQ, error) {
 		h, err := ch.src.ReadEvent()
 		if err != nil {
 			if noEvent(err) {
-				return nil, errNoEvent
+				return nil, ErrNoEvent
 			}
 			return nil, err
 		}
@@ -206,7 +214,7 @@ func (ch *Channel) GetEvent(ctx context.Context) (*CQ, error) {
 	// probeEvery-th wait while they have not, to notice a backlog.
 	if n := ch.idle.Load(); n == 0 || n%probeEvery == 0 {
 		c, err := ch.tryGet()
-		if err != errNoEvent {
+		if err != ErrNoEvent {
 			if n != 0 {
 				ch.idle.Store(0)
 			}
@@ -230,7 +238,7 @@ func (ch *Channel) GetEvent(ctx context.Context) (*CQ, error) {
 			return nil, fmt.Errorf("cq: wait on completion channel: %w", err)
 		}
 		c, err := ch.tryGet()
-		if err != errNoEvent {
+		if err != ErrNoEvent {
 			return c, err
 		}
 		if ch.dev != nil {
