@@ -22,13 +22,12 @@ func (s emptySource) ReadEvent() (uint64, error) { return 0, errEmpty }
 func (s emptySource) Close() error               { return nil }
 
 // TryGetEvent on an empty channel, and its caller's errors.Is(err,
-// ErrNoEvent), allocate nothing, from the first call of a process on.
-// errors.Is's interface assertions would: they build their caches, a heap
-// allocation, at a random one in about 1 000 calls with an error type they
-// have no entry for yet, so the many calls here would see one; tryGet and
-// ErrNoEvent keep errors from reaching them. A process in which no error of uverbs' type has been through
-// errors.Is yet is needed (AllocsPerRun's warm-up hides nothing here, but
-// another test could have built the entry), so the test runs itself again.
+// ErrNoEvent), allocate nothing, from a process's first call on. The
+// interface assertions inside errors.Is would: they build their caches, a
+// heap allocation, at a random one in about 1 000 calls with an error type
+// they have no entry for yet, which the many calls here would meet. The
+// test runs itself again, in a process where no error of uverbs' type has
+// been through errors.Is (another test could have built the entry).
 func TestTryGetMissAllocatesNothing(t *testing.T) {
 	if os.Getenv("CQ_MISS_ALLOCS") != "1" {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestTryGetMissAllocatesNothing$", "-test.count=1", "-test.v")

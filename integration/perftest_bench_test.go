@@ -88,14 +88,15 @@ func benchPerftestRun(t *testing.T, r perftestBenchRow, goEnd, goIsServer bool, 
 			return math.NaN()
 		}
 	}
-	if own := map[bool]string{false: co, true: so}[goIsServer]; strings.Contains(own, "cannot be preloaded") {
+	// own is the output of the end under comparison, out its C peer's.
+	own, out := co, so
+	if goIsServer {
+		own, out = so, co
+	}
+	if strings.Contains(own, "cannot be preloaded") {
 		t.Fatalf("%s: the end under comparison ran without its LD_PRELOAD (%v):\n%s", r.tool, env, own)
 	} else if i := strings.Index(own, "libepollwait:"); i >= 0 {
 		t.Logf("%s %d (server %v): %s", r.tool, r.size, goIsServer, strings.SplitN(own[i:], "\n", 2)[0])
-	}
-	out := so
-	if goIsServer {
-		out = co
 	}
 	if r.lat && !goIsServer && (r.tool == "ib_read_lat" || r.tool == "ib_atomic_lat") {
 		out = co

@@ -51,13 +51,16 @@ func (w *eventWaiter) Close() error { return w.p.Close() }
 // re-arms that CQ, which it returns; k is what it waits for.
 func (w *eventWaiter) wait(k waitKind) (*cq.CQ, error) {
 	c := w.looks[k].Queued(w.ch)
-	if c == nil {
+	for c == nil {
 		if err := w.sleep(); err != nil {
 			return nil, err
 		}
-		// Queued now: GetEvent reads it at once.
 		var err error
-		if c, err = w.ch.GetEvent(context.Background()); err != nil {
+		switch c, err = w.ch.TryGetEvent(); {
+		case err == cq.ErrNoEvent:
+			// Readable, but the event is gone: sleep again, with the
+			// stall limit.
+		case err != nil:
 			return nil, fmt.Errorf("Failed to get cq_event: %w", err)
 		}
 	}

@@ -28,8 +28,7 @@ type Look struct {
 
 // Queued returns the event queued on ch, if this wait looks and finds one;
 // nil means sleep, then read. An error of the look is left to that read,
-// which meets it again and reports it (and so no errors.Is runs in a
-// measured loop, whose type-assertion cache may allocate).
+// which meets it again and reports it.
 func (l *Look) Queued(ch *cq.Channel) *cq.CQ {
 	if !l.due() {
 		return nil
