@@ -63,7 +63,7 @@ func usage() {
   rxevm host-teardown [-topology veth|loopback]
   rxevm uapi
 environment: RXEVM_CACHE, RXEVM_ARCH (amd64, arm64), RXEVM_SUITE (kernel's Debian suite, default bookworm),
-  RXEVM_KERNEL_PACKAGE, RXEVM_KERNEL_REFRESH=1, RXEVM_KERNEL + RXEVM_MODULES, RXEVM_KVM=1, RXEVM_ICOUNT (QEMU -icount options: guest time by instructions), RXEVM_TOPOLOGY (veth, loopback, twovm, none),
+  RXEVM_KERNEL_PACKAGE, RXEVM_KERNEL_REFRESH=1, RXEVM_KERNEL + RXEVM_MODULES, RXEVM_KVM=1, RXEVM_ICOUNT (QEMU -icount options: guest time by instructions), RXEVM_PLUGIN (QEMU TCG plugin,args), RXEVM_TOPOLOGY (veth, loopback, twovm, none),
   RXEVM_UNLOADED (modules in the image the guest does not load), RXEVM_TIMEOUT, RXEVM_MEM (MiB), RXEVM_CPUS (default 2), RXEVM_EXTRA (programs to add: path[:guest path],...), RXEVM_SOURCE,
   RXEVM_CPEERS (1: add pureverbs' C peers to every image, 0: to none; default: for pureverbs' own test binaries)`)
 	os.Exit(2)
@@ -364,7 +364,8 @@ func (p *prepared) bootOne(ctx context.Context, plan vm.Plan, files map[string]s
 	fmt.Sscan(os.Getenv(vm.EnvCPUs), &cpus)
 	b := vm.Boot{
 		Kernel: p.kernel.Image, Initrd: initrd, Dir: dir, Timeout: timeout, MemMB: mem, CPUs: cpus, Arch: p.arch,
-		KVM: os.Getenv(vm.EnvKVM) == "1", ICount: os.Getenv(vm.EnvICount), Output: out, Log: os.Stderr, Extra: extra,
+		KVM: os.Getenv(vm.EnvKVM) == "1", ICount: os.Getenv(vm.EnvICount),
+		Plugin: os.Getenv(vm.EnvPlugin), Output: out, Log: os.Stderr, Extra: extra,
 	}
 	res, err := b.Run(ctx)
 	if err != nil {

@@ -28,6 +28,11 @@ const EnvKVM = "RXEVM_KVM"
 // host's load. Empty: TCG on the host's clock.
 const EnvICount = "RXEVM_ICOUNT"
 
+// EnvPlugin loads a QEMU TCG plugin: its path, then its arguments,
+// comma-separated as -plugin takes them (e.g. the instruction profiler in
+// integration/testdata/insnprof). TCG only.
+const EnvPlugin = "RXEVM_PLUGIN"
+
 // EnvCPUs sets the guest's number of CPUs (default 2).
 const EnvCPUs = "RXEVM_CPUS"
 
@@ -41,6 +46,7 @@ type Boot struct {
 	CPUs    int           // 0 means 2 (with 1, a polling process starves rxe's kernel work)
 	KVM     bool
 	ICount  string    // QEMU -icount options (EnvICount); TCG only
+	Plugin  string    // QEMU -plugin argument (EnvPlugin); TCG only
 	Arch    Arch      // the guest's; the zero value is the host's
 	Extra   []string  // more QEMU arguments (the two-VM network)
 	Output  io.Writer // the tests' output, markers removed
@@ -81,8 +87,14 @@ func (b *Boot) Run(ctx context.Context) (Result, error) {
 	if kvm && b.ICount != "" {
 		return Result{}, fmt.Errorf("rxevm: %s=%s needs TCG, not KVM", EnvICount, b.ICount)
 	}
+	if kvm && b.Plugin != "" {
+		return Result{}, fmt.Errorf("rxevm: %s=%s needs TCG, not KVM", EnvPlugin, b.Plugin)
+	}
 	console := filepath.Join(b.Dir, "console.log")
 	args := qemuArgs(arch, b.Kernel, b.Initrd, console, mem, cpus, kvm, b.ICount)
+	if b.Plugin != "" {
+		args = append(args, "-plugin", b.Plugin)
+	}
 	args = append(args, b.Extra...)
 	ctx, cancel := context.WithTimeout(ctx, b.Timeout)
 	defer cancel()

@@ -1,10 +1,14 @@
 package vm
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestReadGuestStatus(t *testing.T) {
@@ -77,5 +81,37 @@ func TestQEMUArgsICount(t *testing.T) {
 				t.Errorf("without icount or under KVM: %q has %q", args, unwanted)
 			}
 		}
+	}
+}
+
+// RXEVM_PLUGIN reaches QEMU as one -plugin argument under TCG; with KVM
+// the boot is refused before QEMU starts.
+func TestBootPlugin(t *testing.T) {
+	dir := t.TempDir()
+	argsFile := filepath.Join(dir, "args")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + argsFile + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "qemu"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	boot := func(kvm bool) error {
+		b := &Boot{Arch: Arch{GOARCH: runtime.GOARCH, QEMU: filepath.Join(dir, "qemu")}, Dir: dir, Timeout: time.Minute,
+			Output: io.Discard, Log: io.Discard, KVM: kvm, Plugin: "/p/insnprof.so,out=/p/x.prof"}
+		_, err := b.Run(context.Background())
+		return err
+	}
+	boot(false) // the fake QEMU prints no exit marker: an error, but its arguments are written
+	b, err := os.ReadFile(argsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "\n-plugin\n/p/insnprof.so,out=/p/x.prof\n") {
+		t.Errorf("QEMU's arguments lack the plugin:\n%s", b)
+	}
+	os.Remove(argsFile)
+	if err := boot(true); err == nil || !strings.Contains(err.Error(), EnvPlugin) {
+		t.Errorf("a plugin under KVM: %v, want a refusal naming %s", err, EnvPlugin)
+	}
+	if _, err := os.Stat(argsFile); err == nil {
+		t.Error("QEMU started under KVM with a plugin")
 	}
 }
