@@ -14,7 +14,7 @@ export RXEVM_CACHE := $(CACHE)
 vmtest = CGO_ENABLED=0 $(GO) test -tags integration -count=$(or $(2),1) -p 1 -timeout $(or $(3),$(ITIMEOUT)) \
 	-exec '$(RXEVM) exec' -run '$(1)' -v $(or $(4),./integration/)
 
-.PHONY: bench-perftest bench-stream itest-stream faults soak-server bench-server all setup demo demo-faults outside-module test test-all itest-bare check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
+.PHONY: profile-insn bench-perftest bench-stream itest-stream faults soak-server bench-server all setup demo demo-faults outside-module test test-all itest-bare check unit itest itest-arm64 itest-matrix itest-twovm itest-selfcheck itest-example soak bench bench-vm test-host rxevm fuzz
 
 all: test
 
@@ -182,6 +182,29 @@ bench-stream: setup
 bench-vm: setup
 	{ $(BENCHENV) $(MAKE) itest RUN='^Test(Bench.*|PerftestBench|SideBySide.*|RoCEv2ReceiverBench)$$' ITIMEOUT=90m 2>&1; echo "bench-exit $$?"; } | \
 		$(SPLICE) tools/rc-pingpong/README.md tools/rocev2-server/README.md tools/perftest/README.md
+
+## profile-insn: where a perftest pair's guest instructions go, per process, object and symbol: QEMU's insnprof plugin (integration/testdata/insnprof) counts them in four -icount boots, C's client and Go's against C's server, each at PROFITERS and twice that, and integration/internal/insnprof names them; PROFTOOL (ib_read_lat), PROFSIZE (64), RXEVM_SUITE picks the kernel
+PROFTOOL  ?= ib_read_lat
+PROFSIZE  ?= 64
+PROFITERS ?= 30000
+# PROFCLIENTS=go boots only Go's again; the report reads C's earlier boots.
+PROFCLIENTS ?= c go
+PROFDIR    = $(CURDIR)/.cache/insnprof/$(PROFTOOL)-$(PROFSIZE)-$(or $(RXEVM_SUITE),bookworm)
+profile-insn: setup
+	@mkdir -p $(PROFDIR)
+	$(RXEVM) uapi >/dev/null # installs gcc if missing
+	gcc -O2 -Wall -Wextra -shared -fPIC -fvisibility=hidden -o $(PROFDIR)/insnprof.so integration/testdata/insnprof/insnprof.c
+	# The Go tool's code at an address of its own: the profile keys code by address, and the test binary is Go too.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-T=0x20001000 -o $(PROFDIR)/perftest ./tools/perftest
+	@for c in $(PROFCLIENTS); do for n in $(PROFITERS) $$(( 2 * $(PROFITERS) )); do \
+		echo "profile-insn: $$c client, $$n iterations"; \
+		RXEVM_PLUGIN=$(PROFDIR)/insnprof.so,out=$(PROFDIR)/$$c-$$n.prof RXEVM_EXTRA=$(PROFDIR)/perftest:/usr/local/bin/perftest \
+		RXEVM_ICOUNT=shift=0,sleep=off,align=off RXEVM_CPUS=1 RXEVM_INSNPROF=$(PROFTOOL) RXEVM_INSNPROF_CLIENT=$$c \
+		RXEVM_INSNPROF_ITERS=$$n RXEVM_INSNPROF_SIZE=$(PROFSIZE) $(call vmtest,^TestInsnProfile$$) >$(PROFDIR)/$$c-$$n.log 2>&1 || \
+			{ tail -40 $(PROFDIR)/$$c-$$n.log; exit 1; }; \
+	done; done
+	$(GO) run ./integration/internal/insnprof -root $(CACHE)/peers -root / \
+		$(foreach c,c go,$(PROFDIR)/$(c)-$(PROFITERS) $(PROFDIR)/$(c)-$(shell echo $$((2 * $(PROFITERS)))))
 
 ## test-host: the integration tests on this machine, when it has rdma_rxe itself (no VM)
 test-host:
