@@ -70,6 +70,11 @@ type Channel struct {
 	watch   leakcheck.Watch // closes poller if the Channel is dropped unclosed
 	closed  bool
 
+	// registered is set once a GetEvent wait has registered the fds with
+	// poller (see register); regMu orders the registering.
+	registered atomic.Bool
+	regMu      sync.Mutex
+
 	// idle is 0 while GetEvent finds events already queued, so that it
 	// starts with the read (one system call, like ibv_get_cq_event);
 	// after a read that found none it counts waits, which start with the
@@ -109,11 +114,8 @@ func NewChannel(devctx *uverbs.Context) (*Channel, error) {
 func newChannel(src eventSource, devctx *uverbs.Context) (*Channel, error) {
 	ch := &Channel{dev: devctx, src: src, cqs: make(map[uint64]weak.Pointer[CQ])}
 	// Ppoll: every completion of an event-driven loop pays the wake-up,
-	// and the runtime's poller costs more (see package fdwait). The fds
-	// GetEvent waits on are registered as it names them: its waits without
-	// a cancellable context are then one epoll_pwait2 on a set built once,
-	// not a ppoll that sets up its poll table every time.
-	p, err := fdwait.NewRegistered(ch.src.FD(), ch.removalFD())
+	// and the runtime's poller costs more (see package fdwait).
+	p, err := fdwait.New(fdwait.Ppoll)
 	if err != nil {
 		return nil, fmt.Errorf("cq: %w", err)
 	}
@@ -128,7 +130,8 @@ func newChannel(src eventSource, devctx *uverbs.Context) (*Channel, error) {
 // FD returns the channel's fd: non-blocking, readable when an event is
 // queued (for epoll). Read events with TryGetEvent, not from the fd. A
 // caller that waits with a deadline of its own (a socket's) waits on FD
-// with an fdwait.Poller, then calls TryGetEvent; see package fdwait.
+// with an fdwait.Poller, then calls TryGetEvent; see package fdwait. The
+// channel puts the fd in no epoll set of its own until a GetEvent waits.
 func (ch *Channel) FD() int { return ch.src.FD() }
 
 // TryGetEvent returns the CQ of the next queued event without blocking, or
@@ -196,7 +199,7 @@ func noEvent(err error) bool {
 // event already queued is one non-blocking read; otherwise it is one
 // fdwait.Poller wait, then the read. With a context that cannot be
 // cancelled (context.Background) the wait is one epoll_pwait2(2) on an
-// epoll set the channel built once, holding the channel fd, the device's
+// epoll set the first such wait built, holding the channel fd, the device's
 // removal eventfd and the eventfd Close signals; with one that can, it is
 // a ppoll(2) on those fds and an eventfd signalled when ctx is done (see
 // fdwait.Poller.Register). It allocates nothing: a cancellable
@@ -224,6 +227,11 @@ func (ch *Channel) GetEvent(ctx context.Context) (*CQ, error) {
 	} else {
 		ch.idle.Store(n + 1)
 	}
+	if ctx.Done() == nil && !ch.registered.Load() {
+		if err := ch.register(); err != nil {
+			return nil, err
+		}
+	}
 	for {
 		switch err := ch.poller.Wait(ctx, time.Time{}, ch.src.FD(), ch.removalFD()); {
 		case err == nil:
@@ -248,6 +256,29 @@ func (ch *Channel) GetEvent(ctx context.Context) (*CQ, error) {
 		}
 		// Another waiter took the event.
 	}
+}
+
+// register registers the fds GetEvent waits on with its poller, once:
+// its waits without a cancellable context are then one epoll_pwait2 on a
+// set built once, not a ppoll that sets up its poll table every time.
+// It is done by the first such wait, not when the channel is made: an fd
+// in an epoll set costs every event epoll's wake-up callback, and a
+// channel whose events are waited for elsewhere (its FD in the caller's
+// own poller, then TryGetEvent) would pay it for nothing.
+func (ch *Channel) register() error {
+	ch.regMu.Lock()
+	defer ch.regMu.Unlock()
+	if ch.registered.Load() {
+		return nil
+	}
+	switch err := ch.poller.Register(ch.src.FD(), ch.removalFD()); {
+	case errors.Is(err, fdwait.ErrClosed):
+		return ErrClosed
+	case err != nil:
+		return fmt.Errorf("cq: wait on completion channel: %w", err)
+	}
+	ch.registered.Store(true)
+	return nil
 }
 
 // removalFD is the fd that becomes readable when the channel's device is

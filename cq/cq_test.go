@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -237,6 +238,72 @@ func TestGetEventBlocks(t *testing.T) {
 	if got, err := ch.GetEvent(context.Background()); got != c.CQ || err != nil {
 		t.Errorf("GetEvent(Background) = %p, %v", got, err)
 	}
+}
+
+// TestChannelRegistersOnFirstWait: the channel fd joins an epoll set of
+// the channel's own only once a GetEvent without a cancellable context
+// waits (an fd in a set costs every event epoll's wake-up), and then one.
+func TestChannelRegistersOnFirstWait(t *testing.T) {
+	ch, src := newTestChannel(t)
+	c := newSimCQ(t, 4)
+	attach(t, ch, c.CQ)
+	later := func() {
+		go func() {
+			time.Sleep(20 * time.Millisecond)
+			src.event(t, c.handle)
+		}()
+	}
+	want := func(when string, n int) {
+		t.Helper()
+		if got := epollSetsHolding(t, src.FD()); got != n {
+			t.Fatalf("%s: the channel fd is in %d epoll sets, want %d", when, got, n)
+		}
+	}
+	want("made", 0)
+	src.event(t, c.handle)
+	if got, err := ch.TryGetEvent(); got != c.CQ || err != nil {
+		t.Fatalf("TryGetEvent = %p, %v", got, err)
+	}
+	want("after TryGetEvent", 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	later()
+	if got, err := ch.GetEvent(ctx); got != c.CQ || err != nil {
+		t.Fatalf("GetEvent(ctx) = %p, %v", got, err)
+	}
+	want("after a wait with a cancellable context (a ppoll)", 0)
+	for range 2 {
+		later()
+		if got, err := ch.GetEvent(context.Background()); got != c.CQ || err != nil {
+			t.Fatalf("GetEvent(Background) = %p, %v", got, err)
+		}
+		want("after waits without one", 1)
+	}
+}
+
+// epollSetsHolding counts this process's epoll sets that hold fd.
+func epollSetsHolding(t *testing.T, fd int) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err != nil || l != "anon_inode:[eventpoll]" {
+			continue
+		}
+		info, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+		if err != nil {
+			continue // closed meanwhile
+		}
+		for _, line := range strings.Split(string(info), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "tfd:" && f[1] == strconv.Itoa(fd) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func TestGetEventCancel(t *testing.T) {
