@@ -141,6 +141,31 @@ func TestDeadline(t *testing.T) {
 	})
 }
 
+// TestDeadlineWithoutMonotonic: a deadline with no monotonic clock
+// reading (time.Unix's, or Round(0)'s) is kept by the wall clock, with
+// the one clock reading a wait makes for the others.
+func TestDeadlineWithoutMonotonic(t *testing.T) {
+	for _, d := range []time.Duration{-time.Second, 0, 30 * time.Millisecond, time.Hour} {
+		now := sinceEpoch()
+		mono := time.Now().Add(d)
+		if got, want := timeLeft(mono.Round(0), now), timeLeft(mono, now); got-want > 5*time.Millisecond || want-got > 5*time.Millisecond {
+			t.Errorf("timeLeft %v ahead: %v by the wall clock, %v by the monotonic one", d, got, want)
+		}
+	}
+	waitCalls(t, func(t *testing.T) {
+		r, _ := pipe(t)
+		for name, p := range map[string]*Poller{"Ppoll": newPoller(t, Ppoll), "registered": newRegistered(t, r)} {
+			start := time.Now()
+			err := p.Wait(context.Background(), start.Add(30*time.Millisecond).Round(0), r)
+			if took := time.Since(start); !errors.Is(err, os.ErrDeadlineExceeded) || took < 25*time.Millisecond {
+				t.Fatalf("%s: Wait = %v after %v, want the deadline after 30ms", name, err, took)
+			}
+			blocked(t, waitErr(p, context.Background(), time.Now().Add(time.Hour).Round(0), r))
+			p.Wake()
+		}
+	})
+}
+
 func TestCloseWakesEveryWaiter(t *testing.T) {
 	modes(t, func(t *testing.T, m Mode) {
 		p, err := New(m)

@@ -140,11 +140,12 @@ var noPwait2 atomic.Bool
 // registered, a context that cannot be cancelled. It yields as
 // waitThread does, for the same reason.
 func (p *Poller) waitRegistered(r *regSet, deadline time.Time) error {
-	p.yieldBeforeWait()
+	now := p.yieldBeforeWait()
 	var events [MaxFDs + 1]unix.EpollEvent
 	for {
-		n, err := r.wait(events[:], deadline)
+		n, err := r.wait(events[:], deadline, now)
 		if err == unix.EINTR {
+			now = sinceEpoch()
 			continue
 		}
 		if err != 0 {
@@ -166,18 +167,20 @@ func (p *Poller) waitRegistered(r *regSet, deadline time.Time) error {
 		// Nothing ready: the timeout ran out. epoll_pwait's milliseconds
 		// are rounded up, so it is never early; the loop waits again
 		// should the clock say otherwise.
-		if !deadline.IsZero() && !time.Now().Before(deadline) {
+		now = sinceEpoch()
+		if !deadline.IsZero() && timeLeft(deadline, now) == 0 {
 			return os.ErrDeadlineExceeded
 		}
 	}
 }
 
 // wait is one epoll_pwait2 on the set, until deadline (the zero time: no
-// deadline), or epoll_pwait where the kernel has no epoll_pwait2.
-func (r *regSet) wait(events []unix.EpollEvent, deadline time.Time) (int, syscall.Errno) {
+// deadline) from now (a sinceEpoch reading), or epoll_pwait where the
+// kernel has no epoll_pwait2.
+func (r *regSet) wait(events []unix.EpollEvent, deadline time.Time, now time.Duration) (int, syscall.Errno) {
 	var left time.Duration
 	if !deadline.IsZero() {
-		left = max(time.Until(deadline), 0)
+		left = timeLeft(deadline, now)
 	}
 	if !noPwait2.Load() {
 		var ts *unix.Timespec
@@ -210,9 +213,10 @@ func (r *regSet) waitName() string {
 }
 
 // epollPwait2 is epoll_pwait2(2) without a signal mask; a nil ts waits
-// without a timeout. x/sys/unix does not wrap it.
+// without a timeout. x/sys/unix does not wrap it; syscall.Syscall6 is
+// called itself, as in ppoll.
 func epollPwait2(epfd int, events []unix.EpollEvent, ts *unix.Timespec) (int, syscall.Errno) {
-	n, _, errno := unix.Syscall6(unix.SYS_EPOLL_PWAIT2, uintptr(epfd),
+	n, _, errno := syscall.Syscall6(unix.SYS_EPOLL_PWAIT2, uintptr(epfd),
 		uintptr(unsafe.Pointer(unsafe.SliceData(events))), uintptr(len(events)),
 		uintptr(unsafe.Pointer(ts)), 0, 0)
 	runtime.KeepAlive(events)

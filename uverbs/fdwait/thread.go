@@ -6,7 +6,9 @@ import (
 	"os"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/pureverbs/pureverbs/uverbs/leakcheck"
 	"golang.org/x/sys/unix"
@@ -63,13 +65,12 @@ func (p *Poller) waitThread(ctx context.Context, deadline time.Time, fds []int) 
 		defer p.keepArmed(ctx, a)
 		cancelFD = int32(a.w.fd)
 	}
-	p.yieldBeforeWait()
+	now := p.yieldBeforeWait()
 	for {
 		var ts *unix.Timespec
 		var left unix.Timespec
 		if !deadline.IsZero() {
-			d := max(time.Until(deadline), 0)
-			left = unix.NsecToTimespec(int64(d))
+			left = unix.NsecToTimespec(int64(timeLeft(deadline, now)))
 			ts = &left
 		}
 		// The caller's fds first, then Close's and Wake's, then the
@@ -81,11 +82,12 @@ func (p *Poller) waitThread(ctx context.Context, deadline time.Time, fds []int) 
 		n := len(fds)
 		pfds[n] = unix.PollFd{Fd: int32(p.evfd), Events: unix.POLLIN}
 		pfds[n+1] = unix.PollFd{Fd: cancelFD, Events: unix.POLLIN}
-		ready, err := unix.Ppoll(pfds[:n+2], ts, nil)
+		ready, err := ppoll(pfds[:n+2], ts)
 		if err == unix.EINTR {
+			now = sinceEpoch()
 			continue
 		}
-		if err != nil {
+		if err != 0 {
 			return fmt.Errorf("fdwait: poll: %w", err)
 		}
 		switch {
@@ -112,14 +114,41 @@ func (p *Poller) waitThread(ctx context.Context, deadline time.Time, fds []int) 
 }
 
 // yieldBeforeWait calls runtime.Gosched when the last yield is more than
-// yieldEvery ago; see waitThread.
-func (p *Poller) yieldBeforeWait() {
-	now := int64(time.Since(epoch))
-	if now-p.yielded.Load() < int64(yieldEvery) {
-		return
+// yieldEvery ago (see waitThread), and returns the clock it read, which
+// the wait's timeout then starts from.
+func (p *Poller) yieldBeforeWait() (now time.Duration) {
+	now = sinceEpoch()
+	if int64(now)-p.yielded.Load() < int64(yieldEvery) {
+		return now
 	}
-	p.yielded.Store(now)
+	p.yielded.Store(int64(now))
 	runtime.Gosched()
+	return sinceEpoch()
+}
+
+// sinceEpoch reads the monotonic clock. A wait reads it once, for its
+// yield and its timeout both: under a VM's TCG the clock is a good part
+// of a short wait's cost.
+func sinceEpoch() time.Duration { return time.Since(epoch) }
+
+// timeLeft is how long from now (a sinceEpoch reading) until deadline, at
+// least 0. A deadline without a monotonic reading (time.Unix's, or one
+// stripped by Round(0)) is placed by the wall clock as of epoch, the way
+// package net fixes a deadline once, when it is set: a later step of the
+// wall clock does not move it.
+func timeLeft(deadline time.Time, now time.Duration) time.Duration {
+	return max(deadline.Sub(epoch)-now, 0)
+}
+
+// ppoll is ppoll(2) without a signal mask, with the raw errno: through
+// syscall.Syscall6 itself, not x/sys/unix's wrapper (an assembly jump and
+// an ABI wrapper, a twentieth of a short wait's user-space instructions).
+func ppoll(fds []unix.PollFd, ts *unix.Timespec) (int, syscall.Errno) {
+	n, _, errno := syscall.Syscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(unsafe.SliceData(fds))), uintptr(len(fds)),
+		uintptr(unsafe.Pointer(ts)), 0, 0, 0)
+	runtime.KeepAlive(fds)
+	runtime.KeepAlive(ts)
+	return int(n), errno
 }
 
 // waker is an eventfd that a context.AfterFunc writes once ctx is done; a
