@@ -24,6 +24,38 @@ type eventWaiter struct {
 	p  *fdwait.Poller
 	// looks are when each kind of wait looks for a queued event first.
 	looks [2]eventlook.Look
+	deadline sleepDeadline
+}
+
+// sleepDeadline is the deadline of the sleeps, set afresh only every
+// sleepsPerDeadline sleeps from epoch's monotonic clock (one clock
+// reading; time.Now takes two, the wall clock's too): a reading is a
+// tenth of a short sleep's instructions outside the kernel. A sleep that
+// reaches a deadline set sleeps ago renews it and sleeps again, so a
+// stall is reported after stallLimit at least and twice that at most.
+type sleepDeadline struct {
+	at   time.Time
+	uses int
+}
+
+// sleepsPerDeadline is how many sleeps share one deadline.
+const sleepsPerDeadline = 64
+
+// next returns the deadline for a sleep, and whether it was set for it.
+func (d *sleepDeadline) next(clock func() int64) (deadline time.Time, fresh bool) {
+	if d.uses%sleepsPerDeadline == 0 {
+		return d.renew(clock), true
+	}
+	d.uses++
+	return d.at, false
+}
+
+// renew sets the deadline stallLimit after now, for this sleep and the
+// next ones.
+func (d *sleepDeadline) renew(clock func() int64) time.Time {
+	d.at = epoch.Add(time.Duration(clock()) + stallLimit)
+	d.uses = 1
+	return d.at
 }
 
 // waitKind is what a wait is for (see package eventlook).
@@ -35,9 +67,7 @@ const (
 )
 
 func newEventWaiter(ch *cq.Channel) (*eventWaiter, error) {
-	// The measured path, as cq.Channel's: sleep's wait is one
-	// epoll_pwait2 on a set built once.
-	p, err := fdwait.NewRegistered(ch.FD())
+	p, err := fdwait.New(fdwait.Ppoll)
 	if err != nil {
 		return nil, fmt.Errorf("Couldn't create completion channel: %w", err)
 	}
@@ -71,9 +101,15 @@ func (w *eventWaiter) wait(k waitKind) (*cq.CQ, error) {
 	return c, nil
 }
 
-// sleep waits until the channel's fd is readable, at most stallLimit.
+// sleep waits until the channel's fd is readable. With no event it fails
+// with errStall after stallLimit, or up to twice that (see sleepDeadline).
 func (w *eventWaiter) sleep() error {
-	switch err := w.p.Wait(context.Background(), time.Now().Add(stallLimit), w.ch.FD()); {
+	deadline, fresh := w.deadline.next(now)
+	err := w.p.Wait(context.Background(), deadline, w.ch.FD())
+	if !fresh && errors.Is(err, os.ErrDeadlineExceeded) {
+		err = w.p.Wait(context.Background(), w.deadline.renew(now), w.ch.FD())
+	}
+	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, os.ErrDeadlineExceeded):
