@@ -172,6 +172,7 @@ func closeAtEnd(t testing.TB, ch *Channel) {
 	t.Cleanup(func() {
 		ch.mu.Lock()
 		clear(ch.cqs)
+		ch.changed()
 		ch.mu.Unlock()
 		if err := ch.Close(); err != nil {
 			t.Error(err)
@@ -216,6 +217,49 @@ func TestTryGetEvent(t *testing.T) {
 	src.event(t, 999)
 	if _, err := ch.TryGetEvent(); err == nil || !strings.Contains(err.Error(), "unknown CQ handle 999") {
 		t.Errorf("event for an unknown handle = %v", err)
+	}
+}
+
+// TestTryGetEventManyCQs: events find their CQ whether the channel
+// lists its CQs (up to fewCQs) or looks them up in its map (more), and
+// as the count crosses between the two.
+func TestTryGetEventManyCQs(t *testing.T) {
+	ch, src := newTestChannel(t)
+	var cqs []simCQ
+	check := func(when string, listed bool) {
+		t.Helper()
+		if got := ch.few.Load() != nil; got != listed {
+			t.Fatalf("%s: %d CQs listed %v, want %v", when, len(cqs), got, listed)
+		}
+		for _, c := range cqs {
+			src.event(t, c.handle)
+			if got, err := ch.TryGetEvent(); got != c.CQ || err != nil {
+				t.Fatalf("%s: event of CQ %d = %p, %v; want %p", when, c.handle, got, err, c.CQ)
+			}
+			c.Ack(1)
+		}
+	}
+	for range fewCQs {
+		c := newSimCQ(t, 4)
+		attach(t, ch, c.CQ)
+		cqs = append(cqs, c)
+	}
+	check("at the limit", true)
+	for range 4 {
+		c := newSimCQ(t, 4)
+		attach(t, ch, c.CQ)
+		cqs = append(cqs, c)
+	}
+	check("beyond it", false)
+	for _, c := range cqs[:4] {
+		ch.remove(c.handle)
+	}
+	gone := cqs[0]
+	cqs = cqs[4:]
+	check("back at it", true)
+	src.event(t, gone.handle)
+	if got, err := ch.TryGetEvent(); err == nil || !strings.Contains(err.Error(), "unknown CQ handle") {
+		t.Fatalf("event of a removed CQ = %p, %v; want the unknown handle", got, err)
 	}
 }
 

@@ -11,6 +11,7 @@ func TestHandlesUniqueAcrossChannels(t *testing.T) {
 	seen := map[uint64]bool{}
 	for range 2 {
 		ch := &Channel{cqs: map[uint64]weak.Pointer[CQ]{}}
+		ch.changed()
 		for range 3 {
 			h, err := ch.reserve()
 			if err != nil {

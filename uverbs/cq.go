@@ -165,13 +165,15 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	if !cq.gate.enter() {
 		return errReqNotifyClosed
 	}
-	defer cq.gate.leave()
 	var f writeFrame[reqNotifyCQCmd]
 	f.req = reqNotifyCQCmd{CQHandle: cq.handle}
 	if solicitedOnly {
 		f.req.SolicitedOnly = 1
 	}
-	return execHotWrite(cq.ctx, "req_notify_cq", cmdReqNotifyCQ, &f, noResp)
+	// No defer on this path: see PostSendDoorbell.
+	err := execHotWrite(cq.ctx, "req_notify_cq", cmdReqNotifyCQ, &f, noResp)
+	cq.gate.leave()
+	return err
 }
 
 // errReqNotifyClosed is ReqNotify's ErrClosed, preallocated.
