@@ -328,16 +328,9 @@ func TestChannelRegistersOnFirstWait(t *testing.T) {
 // epollSetsHolding counts this process's epoll sets that hold fd.
 func epollSetsHolding(t *testing.T, fd int) int {
 	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for _, e := range ents {
-		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err != nil || l != "anon_inode:[eventpoll]" {
-			continue
-		}
-		info, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+	for _, set := range anonFDs(t, "eventpoll") {
+		info, err := os.ReadFile("/proc/self/fdinfo/" + set)
 		if err != nil {
 			continue // closed meanwhile
 		}
@@ -615,17 +608,24 @@ func isOpen(fd int) bool {
 // eventfds counts the process's open eventfds.
 func eventfds(t *testing.T) int {
 	t.Helper()
+	return len(anonFDs(t, "eventfd"))
+}
+
+// anonFDs are the process's open fds (their numbers, as /proc names them)
+// of one anonymous inode kind: eventfd, eventpoll.
+func anonFDs(t *testing.T, kind string) []string {
+	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	var fds []string
 	for _, e := range ents {
-		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && l == "anon_inode:[eventfd]" {
-			n++
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && l == "anon_inode:["+kind+"]" {
+			fds = append(fds, e.Name())
 		}
 	}
-	return n
+	return fds
 }
 
 // A channel left registered with a context that is never done holds no fd
