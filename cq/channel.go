@@ -62,8 +62,8 @@ type Channel struct {
 	cqs map[uint64]weak.Pointer[CQ]
 	// few is cqs as a list while it has at most fewCQs entries, else nil:
 	// rebuilt under mu whenever cqs changes, never changed once published.
-	// tryGet finds a handle in it without mu and a map lookup, about 60
-	// of a latency loop's 2 000 instructions an event outside the kernel.
+	// tryGet scans it without mu: the lock and a map lookup cost about 60
+	// instructions an event, 3 % of a latency loop's user-space work.
 	few atomic.Pointer[[]cqSlot]
 
 	// waiters is read-held by every GetEvent/TryGetEvent; Close takes it
