@@ -203,7 +203,7 @@ profile-insn: setup
 		RXEVM_INSNPROF_ITERS=$$n RXEVM_INSNPROF_SIZE=$(PROFSIZE) $(call vmtest,^TestInsnProfile$$) >$(PROFDIR)/$$c-$$n.log 2>&1 || \
 			{ tail -40 $(PROFDIR)/$$c-$$n.log; exit 1; }; \
 	done; done
-	$(GO) run ./integration/internal/insnprof -root $(CACHE)/peers -root / \
+	$(GO) run ./integration/internal/insnprof -root $(CACHE)/peers$(if $(filter trixie,$(RXEVM_SUITE)),-trixie) -root / \
 		$(foreach c,c go,$(PROFDIR)/$(c)-$(PROFITERS) $(PROFDIR)/$(c)-$(shell echo $$((2 * $(PROFITERS)))))
 
 ## test-host: the integration tests on this machine, when it has rdma_rxe itself (no VM)

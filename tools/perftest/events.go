@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pureverbs/pureverbs/cq"
@@ -15,48 +16,66 @@ import (
 // eventWaiter is -e's wait for a completion event (ctx_notify_events),
 // bounded by stallLimit: a peer that stops sending, or runs with other
 // parameters, ends the run with an error instead of a wait for ever (C
-// perftest waits for ever). It waits for the channel's fd with an
-// fdwait.Poller until a deadline, then takes the queued event; a
-// cancellable context for GetEvent would do the same, but its first wait
-// registers the context (an allocation inside the measured loop).
+// perftest waits for ever). It sleeps on the channel's fd with an
+// fdwait.Poller, then takes the queued event; a cancellable context for
+// GetEvent would do the same, but its first wait registers the context
+// (an allocation inside the measured loop).
+//
+// A sleep has no timeout: a timeout is a kernel timer armed and cancelled
+// every sleep, and the clock read to set it (400 instructions of a
+// ppoll on 6.12, where every wait sleeps). A watchdog ends a sleep that
+// lasts instead.
 type eventWaiter struct {
 	ch *cq.Channel
 	p  *fdwait.Poller
 	// looks are when each kind of wait looks for a queued event first.
 	looks [2]eventlook.Look
-	deadline sleepDeadline
+	dog   *sleepWatchdog
 }
 
-// sleepDeadline is the deadline of the sleeps, set afresh only every
-// sleepsPerDeadline sleeps from epoch's monotonic clock (one clock
-// reading; time.Now takes two, the wall clock's too): a reading is a
-// tenth of a short sleep's instructions outside the kernel. A sleep that
-// reaches a deadline set sleeps ago renews it and sleeps again, so a
-// stall is reported after stallLimit at least and twice that at most.
-type sleepDeadline struct {
-	at   time.Time
-	uses int
+// sleepWatchdog ends a sleep that lasts: a goroutine ticking every
+// period wakes the Poller when the sleep in progress is the one it saw at
+// its last tick. A sleep so ends after one to two periods, and costs two
+// atomic additions.
+type sleepWatchdog struct {
+	p      *fdwait.Poller
+	sleeps atomic.Uint64 // twice the sleeps begun, plus 1 during one
+	fired  atomic.Bool   // the watchdog woke the Poller
+	done   chan struct{}
+	once   sync.Once
 }
 
-// sleepsPerDeadline is how many sleeps share one deadline.
-const sleepsPerDeadline = 64
+func newSleepWatchdog(p *fdwait.Poller, period time.Duration) *sleepWatchdog {
+	d := &sleepWatchdog{p: p, done: make(chan struct{})}
+	go d.watch(period)
+	return d
+}
 
-// next returns the deadline for a sleep, and whether it was set for it.
-func (d *sleepDeadline) next(clock func() int64) (deadline time.Time, fresh bool) {
-	if d.uses%sleepsPerDeadline == 0 {
-		return d.renew(clock), true
+func (d *sleepWatchdog) watch(period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	seen := uint64(0)
+	for {
+		select {
+		case <-d.done:
+			return
+		case <-t.C:
+		}
+		s := d.sleeps.Load()
+		if s%2 == 1 && s == seen {
+			d.fired.Store(true)
+			d.p.Wake()
+			return
+		}
+		seen = s
 	}
-	d.uses++
-	return d.at, false
 }
 
-// renew sets the deadline stallLimit after now, for this sleep and the
-// next ones.
-func (d *sleepDeadline) renew(clock func() int64) time.Time {
-	d.at = epoch.Add(time.Duration(clock()) + stallLimit)
-	d.uses = 1
-	return d.at
-}
+func (d *sleepWatchdog) begin() { d.sleeps.Add(1) }
+func (d *sleepWatchdog) end()   { d.sleeps.Add(1) }
+
+// stop ends the watch; idempotent.
+func (d *sleepWatchdog) stop() { d.once.Do(func() { close(d.done) }) }
 
 // waitKind is what a wait is for (see package eventlook).
 type waitKind int
@@ -71,11 +90,14 @@ func newEventWaiter(ch *cq.Channel) (*eventWaiter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("Couldn't create completion channel: %w", err)
 	}
-	return &eventWaiter{ch: ch, p: p}, nil
+	return &eventWaiter{ch: ch, p: p, dog: newSleepWatchdog(p, stallLimit)}, nil
 }
 
-// Close releases the waiter's Poller.
-func (w *eventWaiter) Close() error { return w.p.Close() }
+// Close stops the watchdog and releases the waiter's Poller.
+func (w *eventWaiter) Close() error {
+	w.dog.stop()
+	return w.p.Close()
+}
 
 // wait sleeps until a CQ of the channel has an event, acknowledges it and
 // re-arms that CQ, which it returns; k is what it waits for.
@@ -102,17 +124,16 @@ func (w *eventWaiter) wait(k waitKind) (*cq.CQ, error) {
 }
 
 // sleep waits until the channel's fd is readable. With no event it fails
-// with errStall after stallLimit, or up to twice that (see sleepDeadline).
+// with errStall after stallLimit, or up to twice that (see
+// sleepWatchdog).
 func (w *eventWaiter) sleep() error {
-	deadline, fresh := w.deadline.next(now)
-	err := w.p.Wait(context.Background(), deadline, w.ch.FD())
-	if !fresh && errors.Is(err, os.ErrDeadlineExceeded) {
-		err = w.p.Wait(context.Background(), w.deadline.renew(now), w.ch.FD())
-	}
+	w.dog.begin()
+	err := w.p.Wait(context.Background(), time.Time{}, w.ch.FD())
+	w.dog.end()
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, os.ErrDeadlineExceeded):
+	case errors.Is(err, fdwait.ErrWoken) && w.dog.fired.Load():
 		return fmt.Errorf("%w event for %v", errStall, stallLimit)
 	default:
 		return fmt.Errorf("Failed to get cq_event: wait on completion channel: %w", err)

@@ -1,44 +1,52 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/pureverbs/pureverbs/uverbs/fdwait"
+	"golang.org/x/sys/unix"
 )
 
-// TestSleepDeadline: sleeps share a deadline, reading the clock once per
-// sleepsPerDeadline of them, and a renewed deadline starts a new run.
-func TestSleepDeadline(t *testing.T) {
-	var clock int64
-	reads := 0
-	read := func() int64 { reads++; return clock }
-	var d sleepDeadline
-	at, fresh := d.next(read)
-	if !fresh || at != epoch.Add(stallLimit) || reads != 1 {
-		t.Fatalf("first sleep: %v fresh %v after %d clock reads", at.Sub(epoch), fresh, reads)
+// TestSleepWatchdog: sleeps that end keep the watchdog quiet however many
+// periods they span together; one sleep that lasts is woken after one to
+// two periods, and the watchdog says it fired.
+func TestSleepWatchdog(t *testing.T) {
+	p, err := fdwait.New(fdwait.Ppoll)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := 1; i < sleepsPerDeadline; i++ {
-		clock += int64(time.Millisecond)
-		if got, fresh := d.next(read); fresh || got != at {
-			t.Fatalf("sleep %d: %v fresh %v, want the first sleep's deadline", i, got.Sub(epoch), fresh)
+	defer p.Close()
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	const period = 40 * time.Millisecond
+	d := newSleepWatchdog(p, period)
+	defer d.stop()
+	sleep := func(data bool) error {
+		if data {
+			go func() { time.Sleep(5 * time.Millisecond); unix.Write(fds[1], []byte{1}) }()
+		}
+		d.begin()
+		err := p.Wait(context.Background(), time.Time{}, fds[0])
+		d.end()
+		unix.Read(fds[0], make([]byte, 8))
+		return err
+	}
+	for start := time.Now(); time.Since(start) < 5*period; {
+		if err := sleep(true); err != nil {
+			t.Fatalf("a sleep that ended: %v (watchdog fired %v)", err, d.fired.Load())
 		}
 	}
-	if reads != 1 {
-		t.Fatalf("%d sleeps read the clock %d times, want once", sleepsPerDeadline, reads)
-	}
-	if got, fresh := d.next(read); !fresh || got != epoch.Add(time.Duration(clock)+stallLimit) {
-		t.Fatalf("sleep %d: %v fresh %v, want a new deadline", sleepsPerDeadline, got.Sub(epoch), fresh)
-	}
-	clock += int64(time.Second)
-	renewed := d.renew(read)
-	if renewed != epoch.Add(time.Duration(clock)+stallLimit) {
-		t.Fatalf("renew: %v", renewed.Sub(epoch))
-	}
-	for i := 1; i < sleepsPerDeadline; i++ {
-		if got, fresh := d.next(read); fresh || got != renewed {
-			t.Fatalf("sleep %d after renew: %v fresh %v, want the renewed deadline", i, got.Sub(epoch), fresh)
-		}
-	}
-	if _, fresh := d.next(read); !fresh {
-		t.Fatalf("sleep %d after renew shares its deadline", sleepsPerDeadline)
+	start := time.Now()
+	err = sleep(false)
+	took := time.Since(start)
+	if !errors.Is(err, fdwait.ErrWoken) || !d.fired.Load() || took < period/2 || took > 2*period+time.Second {
+		t.Fatalf("a lasting sleep: %v after %v, watchdog fired %v; want ErrWoken after %v to %v", err, took, d.fired.Load(), period, 2*period)
 	}
 }
