@@ -264,7 +264,7 @@ func TestEventTraceAccount(t *testing.T) {
 		cs = []contender{{"C " + tool, "", perftestPair(tool, false, nil)}, {"Go client " + tool, "", perftestPair(tool, true, nil)}}
 		if e := os.Getenv("RXEVM_TRACE_CENV"); e != "" {
 			// The C client with this environment: e.g. LD_PRELOAD of
-			// libepollwait, C with the Go client's completion wait.
+			// libppollwait, C with the Go client's completion wait.
 			cs = append(cs, contender{"C client with " + e + " " + tool, "", perftestPair(tool, false, strings.Fields(e))})
 		}
 	}

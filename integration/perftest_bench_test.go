@@ -101,7 +101,7 @@ func benchPerftestRun(t *testing.T, r perftestBenchRow, goEnd, goIsServer bool, 
 	}
 	if strings.Contains(own, "cannot be preloaded") {
 		t.Fatalf("%s: the end under comparison ran without its LD_PRELOAD (%v):\n%s", r.tool, env, own)
-	} else if i := strings.Index(own, "libepollwait:"); i >= 0 {
+	} else if i := strings.Index(own, "libppollwait:"); i >= 0 {
 		t.Logf("%s %d (server %v): %s", r.tool, r.size, goIsServer, strings.SplitN(own[i:], "\n", 2)[0])
 	}
 	if r.lat && !goIsServer && (r.tool == "ib_read_lat" || r.tool == "ib_atomic_lat") {
