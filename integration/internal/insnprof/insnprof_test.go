@@ -126,10 +126,7 @@ func TestPerIteration(t *testing.T) {
 	if err := run(&out, []string{a, b}, resolverConfig{}, 10); err != nil {
 		t.Fatal(err)
 	}
-	res, err := newResolver(resolverConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := newResolver(resolverConfig{})
 	var boots []*bootCount
 	for _, p := range []string{a, b} {
 		bc, err := countBoot(p+".log", p+".prof", res)
@@ -165,12 +162,12 @@ func TestWrongBuildStaysUnnamed(t *testing.T) {
 	obj := newTestObject(t, dir, "/usr/local/bin/tool")
 	bl := &bootLog{roles: map[int]string{99: "client"}, sums: map[string]string{obj.guest: strings.Repeat("0", 64)}, dir: dir,
 		maps: []mapping{{pid: 99, start: obj.start, end: obj.start + 0x1000000, offset: obj.offset, path: obj.guest}}}
-	res, _ := newResolver(resolverConfig{})
+	res := newResolver(resolverConfig{})
 	if k := res.user(bl, obj.addr(0)); k.symbol != "?" {
 		t.Errorf("a build with another checksum named %#x %q", obj.addr(0), k.symbol)
 	}
 	bl.sums[obj.guest] = obj.checksum
-	res, _ = newResolver(resolverConfig{})
+	res = newResolver(resolverConfig{})
 	if k := res.user(bl, obj.addr(0)); k.symbol != "main.parseProfileLine" {
 		t.Errorf("the right build named %#x %q", obj.addr(0), k.symbol)
 	}

@@ -42,10 +42,7 @@ func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 func run(w io.Writer, boots []string, cfg resolverConfig, top int) error {
-	res, err := newResolver(cfg)
-	if err != nil {
-		return err
-	}
+	res := newResolver(cfg)
 	var all []*bootCount
 	for _, b := range boots {
 		c, err := countBoot(b+".log", b+".prof", res)

@@ -45,8 +45,8 @@ type ksym struct {
 	module string // vmlinux or the module's name
 }
 
-func newResolver(cfg resolverConfig) (*resolver, error) {
-	return &resolver{cfg: cfg, elfs: map[string]*objectSyms{}}, nil
+func newResolver(cfg resolverConfig) *resolver {
+	return &resolver{cfg: cfg, elfs: map[string]*objectSyms{}}
 }
 
 func sortKsyms(s []ksym) {
