@@ -84,8 +84,9 @@ type Channel struct {
 	// starts with the read (one system call, like ibv_get_cq_event);
 	// after a read that found none it counts waits, which start with the
 	// poll instead of a read that would only say EAGAIN (poll and read:
-	// two calls, not three). A guess, updated without synchronisation;
-	// either order is correct.
+	// two calls, not three). A TryGetEvent that finds none counts as
+	// such a read. A guess, updated without synchronisation; either order
+	// is correct.
 	idle atomic.Uint32
 }
 
@@ -152,6 +153,10 @@ func (ch *Channel) TryGetEvent() (*CQ, error) {
 	// No defer: tryGet runs no caller code, and a deferred call is a
 	// tenth of a hit's instructions here.
 	c, err := ch.tryGet()
+	if err == ErrNoEvent && ch.idle.Load() == 0 {
+		// The caller just looked: GetEvent, if it is next, need not.
+		ch.idle.Store(1)
+	}
 	ch.waiters.RUnlock()
 	return c, err
 }

@@ -516,6 +516,35 @@ func TestGetEventReads(t *testing.T) {
 	}
 }
 
+// A TryGetEvent that finds nothing is a look GetEvent need not repeat: a
+// GetEvent right after it polls first, even where events had been found
+// queued (the tools look for a send's completion, then wait).
+func TestGetEventAfterTryGetEventMiss(t *testing.T) {
+	ch, src, c := newCountingChannel(t)
+	src.event(t, c.handle)
+	if got, err := ch.GetEvent(context.Background()); got != c.CQ || err != nil {
+		t.Fatalf("GetEvent = %p, %v", got, err)
+	}
+	src.reads.Store(0)
+	if got, err := ch.TryGetEvent(); err != ErrNoEvent {
+		t.Fatalf("TryGetEvent on an empty channel = %p, %v", got, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(time.Millisecond)
+		src.event(t, c.handle)
+	}()
+	if got, err := ch.GetEvent(context.Background()); got != c.CQ || err != nil {
+		t.Fatalf("GetEvent = %p, %v", got, err)
+	}
+	<-done
+	// The look, and GetEvent's read after its poll: no read between.
+	if r := src.reads.Load(); r != 2 {
+		t.Errorf("a look that missed and a GetEvent took %d reads, want 2", r)
+	}
+}
+
 // The hot path allocates nothing: an event already queued, and a wait that
 // polls first, with a context that cannot be cancelled and with one that
 // can (registered with it once, on the first wait).

@@ -1,10 +1,13 @@
 package eventlook
 
-import "testing"
+import (
+	"math/rand/v2"
+	"testing"
+)
 
 // A wait kind whose looks find events looks on every wait; one whose looks
 // find none backs off to one look in maxSkip+1 waits, and is back to every
-// wait after its first hit.
+// wait after a run of hits.
 func TestLookBacksOff(t *testing.T) {
 	var l Look
 	looks := func(waits int, hit bool) int {
@@ -27,11 +30,34 @@ func TestLookBacksOff(t *testing.T) {
 	if n := looks(10*(maxSkip+1), false); n != 10 {
 		t.Fatalf("misses: %d looks in %d waits, want 10", n, 10*(maxSkip+1))
 	}
-	// The next look due hits: every wait looks again.
+	// The looks due hit: each lets the next wait look, and seven of them
+	// halve the skip from maxSkip to none.
 	for l.left > 0 {
 		l.due()
 	}
 	if n := looks(20, true); n != 20 {
 		t.Fatalf("after a hit: %d looks in 20 waits, want 20", n)
+	}
+	if l.skip != 0 {
+		t.Fatalf("after 20 hits the skip is %d, want 0", l.skip)
+	}
+}
+
+// A wait kind whose looks hit at even odds (where a look saves as much as
+// it costs) looks on few of its waits; making every wait look after any hit
+// looked on a third of them.
+func TestLookEvenOddsStaysRare(t *testing.T) {
+	var l Look
+	r := rand.New(rand.NewPCG(1, 2))
+	n := 0
+	const waits = 100000
+	for range waits {
+		if l.due() {
+			n++
+			l.saw(r.IntN(2) == 0)
+		}
+	}
+	if n > waits/8 {
+		t.Fatalf("hits at even odds: %d looks in %d waits, want at most %d", n, waits, waits/8)
 	}
 }
