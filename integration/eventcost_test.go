@@ -61,8 +61,8 @@ func straceCounts(t *testing.T, path string) map[string]int {
 // the event is queued and otherwise waits, then reads — so the test fails
 // if Go's waits cost more than two calls per event, or if more than one
 // event in eight costs a read that finds nothing (read! counts the reads
-// that failed with EAGAIN: GetEvent probes with one every probeEvery
-// waits while events are not found queued, and the loop's look for a
+// that failed with EAGAIN: GetEvent probes with one now and then, more
+// seldom the longer events are not found queued, and the loop's look for a
 // queued send completion backs off the same way). The client waits
 // with context.Background, so each wait is one epoll_pwait2 on the epoll
 // set the channel registered (fdwait.Poller.Register): the test fails if
