@@ -10,32 +10,33 @@ import "github.com/pureverbs/pureverbs/rxe"
 // The opcode, flag and flush values are the kernel's and equal on both
 // sides (TestProviderValues).
 
-// fill writes w as the provider's request into r.
+// fill writes w as the provider's request into r, every field: r may hold
+// an earlier request. Field by field, not as one composite literal, which
+// the compiler builds in a temporary and then copies (r might alias w).
 func (w *SendWR) fill(r *rxe.SendWR) {
-	*r = rxe.SendWR{
-		ID:         w.ID,
-		Opcode:     rxe.Opcode(w.Opcode),
-		Flags:      rxe.SendFlags(w.Flags),
-		Imm:        w.Imm,
-		SGEs:       w.SGEs,
-		Inline:     w.Inline,
-		RemoteAddr: w.RemoteAddr,
-		RKey:       w.RKey,
-		CompareAdd: w.CompareAdd,
-		Swap:       w.Swap,
-		InvRKey:    w.InvRKey,
-		Bind:       rxe.MWBind(w.Bind),
-		Flush: rxe.FlushSpec{
-			Length: w.Flush.Length,
-			Type:   rxe.FlushType(w.Flush.Type),
-			Level:  rxe.FlushLevel(w.Flush.Level),
-		},
-		RemoteQPN:  w.RemoteQPN,
-		RemoteQKey: w.RemoteQKey,
+	r.ID = w.ID
+	r.Opcode = rxe.Opcode(w.Opcode)
+	r.Flags = rxe.SendFlags(w.Flags)
+	r.Imm = w.Imm
+	r.SGEs = w.SGEs
+	r.Inline = w.Inline
+	r.RemoteAddr = w.RemoteAddr
+	r.RKey = w.RKey
+	r.CompareAdd = w.CompareAdd
+	r.Swap = w.Swap
+	r.InvRKey = w.InvRKey
+	r.Bind = rxe.MWBind(w.Bind)
+	r.Flush = rxe.FlushSpec{
+		Length: w.Flush.Length,
+		Type:   rxe.FlushType(w.Flush.Type),
+		Level:  rxe.FlushLevel(w.Flush.Level),
 	}
+	r.AH = nil
 	if w.AH != nil {
 		r.AH = w.AH.core
 	}
+	r.RemoteQPN = w.RemoteQPN
+	r.RemoteQKey = w.RemoteQKey
 }
 
 // String is the opcode's IBV_WR_ name without "IBV_", e.g. "WR_SEND".

@@ -159,6 +159,13 @@ func (q *QP) PostSend(wrs []SendWR) error {
 	if q.State() < StateRTS {
 		return q.badState()
 	}
+	if len(wrs) == 1 {
+		// The common case: the provider's request built on the stack, where
+		// writing it needs no write barriers, and encoded from there.
+		var w [1]rxe.SendWR
+		wrs[0].fill(&w[0])
+		return ownError(q.core.PostSend(w[:]))
+	}
 	return ownError(q.core.PostSendFunc(len(wrs), func(i int, w *rxe.SendWR) { wrs[i].fill(w) }))
 }
 
@@ -172,6 +179,11 @@ func (q *QP) PostRecv(wrs []RecvWR) error {
 	}
 	if q.State() == StateReset {
 		return q.badState()
+	}
+	if len(wrs) == 1 {
+		// As in PostSend.
+		w := [1]rxe.RecvWR{rxe.RecvWR(wrs[0])}
+		return ownError(q.core.PostRecv(w[:]))
 	}
 	return ownError(q.core.PostRecvFunc(len(wrs), func(i int, w *rxe.RecvWR) { *w = rxe.RecvWR(wrs[i]) }))
 }

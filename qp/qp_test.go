@@ -223,6 +223,19 @@ func TestPostZeroAllocsSim(t *testing.T) {
 		if n, _ := p.cqB.User.Poll(wc); n != 2 {
 			t.Fatalf("receive completions %d", n)
 		}
+		// One request at a time: the provider's copy is on the stack.
+		if err := p.b.PostRecv(recvs[:1]); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.a.PostSend(sends[:1]); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := p.cqA.User.Poll(wc); n != 1 {
+			t.Fatalf("send completions %d", n)
+		}
+		if n, _ := p.cqB.User.Poll(wc); n != 1 {
+			t.Fatalf("receive completions %d", n)
+		}
 		// Rejections allocate nothing either.
 		if err := p.a.PostSend(sends[:0:0]); err != nil {
 			t.Fatal(err)

@@ -31,12 +31,11 @@ type producer struct {
 
 // postRing writes n requests past the producer index, where the kernel
 // does not look, and publishes them with one producer store only if every
-// request was valid: a call posts all of them or none. fill writes request
-// i into *w, the queue's scratch request (cleared afterwards: it keeps no
-// caller memory alive); encode checks *w and writes it into slot as the
-// call's i-th. closed is the queue's error once it is closed. published,
-// if not nil, runs after the store with the lock still held.
-func postRing[W any](p *producer, n int, closed error, w *W, fill func(i int, w *W), encode func(slot unsafe.Pointer, w *W, i int) error, published func(n int) error) error {
+// request was valid: a call posts all of them or none. encode checks
+// request i and writes it into slot. closed is the queue's error once it
+// is closed. published, if not nil, runs after the store with the lock
+// still held.
+func postRing(p *producer, n int, closed error, encode func(slot unsafe.Pointer, i int) error, published func(n int) error) error {
 	if n <= 0 {
 		return nil
 	}
@@ -44,7 +43,7 @@ func postRing[W any](p *producer, n int, closed error, w *W, fill func(i int, w 
 		return err
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	defer p.mu.Unlock() // encode may run a caller's fill (postFunc)
 	r := p.ring
 	if r == nil {
 		return closed
@@ -52,14 +51,9 @@ func postRing[W any](p *producer, n int, closed error, w *W, fill func(i int, w 
 	if n > room(r, p.prod, p.maxWR) {
 		return ErrQueueFull
 	}
-	defer func() {
-		var zero W
-		*w = zero
-	}()
 	idx := p.prod
 	for i := range n {
-		fill(i, w)
-		if err := encode(r.At(idx), w, i); err != nil {
+		if err := encode(r.At(idx), i); err != nil {
 			return err
 		}
 		idx = r.Next(idx)
@@ -70,6 +64,20 @@ func postRing[W any](p *producer, n int, closed error, w *W, fill func(i int, w 
 		return nil
 	}
 	return published(n)
+}
+
+// postFilled is postRing for requests that fill writes, one at a time,
+// into scratch, the queue's own request (cleared afterwards: it keeps no
+// caller memory alive).
+func postFilled[W any](p *producer, n int, closed error, scratch *W, fill func(i int, w *W), encode func(slot unsafe.Pointer, w *W, i int) error, published func(n int) error) error {
+	defer func() {
+		var zero W
+		*scratch = zero
+	}()
+	return postRing(p, n, closed, func(slot unsafe.Pointer, i int) error {
+		fill(i, scratch)
+		return encode(slot, scratch, i)
+	}, published)
 }
 
 // sendQueue is the producer side of a send ring.
@@ -93,15 +101,18 @@ type sendQueue struct {
 // Once the producer index is published the kernel may consume the WQEs at
 // any time (rxe's requester also runs from its own timers and ACKs), so they
 // cannot be taken back: a failed doorbell is reported as ErrDoorbell, which
-// says the requests are queued.
+// says the requests are queued. The requests are encoded from wrs where
+// they are, not copied first.
 func (q *sendQueue) post(wrs []SendWR) error {
-	return q.postFunc(len(wrs), func(i int, w *SendWR) { *w = wrs[i] })
+	return postRing(&q.producer, len(wrs), errSendQueueClosed, func(slot unsafe.Pointer, i int) error {
+		return q.encode(slot, &wrs[i], i)
+	}, q.ringDoorbell)
 }
 
 // postFunc is post for n requests that fill writes, one at a time, into
 // the queue's scratch request (see QP.PostSendFunc).
 func (q *sendQueue) postFunc(n int, fill func(i int, w *SendWR)) error {
-	return postRing(&q.producer, n, errSendQueueClosed, &q.scratch, fill, q.encode, q.ringDoorbell)
+	return postFilled(&q.producer, n, errSendQueueClosed, &q.scratch, fill, q.encode, q.ringDoorbell)
 }
 
 // encode checks w and writes it into slot as the call's i-th request.
@@ -187,13 +198,15 @@ type recvQueue struct {
 // post writes the WQEs and publishes them all or none (see postRing). The
 // kernel notices new receives by itself: no syscall.
 func (q *recvQueue) post(wrs []RecvWR) error {
-	return q.postFunc(len(wrs), func(i int, w *RecvWR) { *w = wrs[i] })
+	return postRing(&q.producer, len(wrs), errRecvQueueClosed, func(slot unsafe.Pointer, i int) error {
+		return q.encode(slot, &wrs[i], i)
+	}, nil)
 }
 
 // postFunc is post for n requests that fill writes, one at a time, into
 // the queue's scratch request (see QP.PostRecvFunc).
 func (q *recvQueue) postFunc(n int, fill func(i int, w *RecvWR)) error {
-	return postRing(&q.producer, n, errRecvQueueClosed, &q.scratch, fill, q.encode, nil)
+	return postFilled(&q.producer, n, errRecvQueueClosed, &q.scratch, fill, q.encode, nil)
 }
 
 // encode checks w and writes it into slot.
