@@ -101,22 +101,21 @@ const (
 	WithInvalidate WCFlags = 1 << 2 // IB_WC_WITH_INVALIDATE: Imm holds the invalidated rkey
 )
 
-// fill writes the provider's completion r into w.
+// fill writes the provider's completion r into w, field by field: a
+// composite literal would be built in a temporary and copied.
 func (w *WC) fill(r *rxe.WC) {
-	*w = WC{
-		WRID:         r.WRID,
-		Status:       Status(r.Status),
-		Opcode:       Opcode(r.Opcode),
-		VendorErr:    r.VendorErr,
-		ByteLen:      r.ByteLen,
-		Imm:          r.Imm,
-		QPNum:        r.QPNum,
-		SrcQP:        r.SrcQP,
-		Flags:        WCFlags(r.Flags),
-		PKeyIndex:    r.PKeyIndex,
-		SLID:         r.SLID,
-		SL:           r.SL,
-		DLIDPathBits: r.DLIDPathBits,
-		PortNum:      r.PortNum,
-	}
+	w.WRID = r.WRID
+	w.Status = Status(r.Status)
+	w.Opcode = Opcode(r.Opcode)
+	w.VendorErr = r.VendorErr
+	w.ByteLen = r.ByteLen
+	w.Imm = r.Imm
+	w.QPNum = r.QPNum
+	w.SrcQP = r.SrcQP
+	w.Flags = WCFlags(r.Flags)
+	w.PKeyIndex = r.PKeyIndex
+	w.SLID = r.SLID
+	w.SL = r.SL
+	w.DLIDPathBits = r.DLIDPathBits
+	w.PortNum = r.PortNum
 }

@@ -140,24 +140,23 @@ type WC struct {
 	PortNum      uint8
 }
 
-// decodeWC reads the completion in slot p into w.
+// decodeWC reads the completion in slot p into w, every field, one at a
+// time (a composite literal would be built in a temporary and copied).
 func decodeWC(p unsafe.Pointer, w *WC) {
 	u := (*uverbsWC)(p)
-	*w = WC{
-		WRID:         u.wrID,
-		Status:       WCStatus(u.status),
-		Opcode:       WCOpcode(u.opcode),
-		VendorErr:    u.vendorErr,
-		ByteLen:      u.byteLen,
-		QPNum:        u.qpNum,
-		SrcQP:        u.srcQP,
-		Flags:        WCFlags(u.wcFlags),
-		PKeyIndex:    u.pkeyIndex,
-		SLID:         u.slid,
-		SL:           u.sl,
-		DLIDPathBits: u.dlidPathBits,
-		PortNum:      u.portNum,
-	}
+	w.WRID = u.wrID
+	w.Status = WCStatus(u.status)
+	w.Opcode = WCOpcode(u.opcode)
+	w.VendorErr = u.vendorErr
+	w.ByteLen = u.byteLen
+	w.QPNum = u.qpNum
+	w.SrcQP = u.srcQP
+	w.Flags = WCFlags(u.wcFlags)
+	w.PKeyIndex = u.pkeyIndex
+	w.SLID = u.slid
+	w.SL = u.sl
+	w.DLIDPathBits = u.dlidPathBits
+	w.PortNum = u.portNum
 	if w.Flags&WCWithInvalidate != 0 {
 		w.Imm = binary.NativeEndian.Uint32(u.ex[:])
 	} else {
