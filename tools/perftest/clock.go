@@ -74,9 +74,13 @@ func (c *durationClock) stop() { c.state = stateEnd }
 // tgkill): in the VM that signal, its handler and the rescheduling cost
 // the vCPUs that rxe and the peer need (seen in a CPU profile of the
 // spinning client: runtime.asyncPreempt 22-25 % of its samples; strace:
-// 184 tgkill for 5 000 sends). Yielding first, voluntarily, is cheap
-// when no other goroutine wants to run.
-const yieldEvery = 2 * time.Millisecond
+// 184 tgkill for 5 000 sends). Yielding first, voluntarily, is cheaper,
+// but not free: with a second P (waitprocs) a yield wakes a thread to
+// look for work. So the loop yields as seldom as it can and still be
+// ahead of the monitor: at 2 ms, ib_read_bw's Go client at 64 B ran 230
+// more kernel instructions per message, in the scheduler and the
+// netpoller's epoll wait (make profile-insn), than at 8 ms.
+const yieldEvery = 8 * time.Millisecond
 
 // yielder makes a spinning loop yield to the scheduler every yieldEvery,
 // reading the clock only every 16 calls.
