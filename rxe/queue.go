@@ -67,14 +67,15 @@ func postRing(p *producer, n int, closed error, encode func(slot unsafe.Pointer,
 }
 
 // postFilled is postRing for requests that fill writes, one at a time,
-// into scratch, the queue's own request (cleared afterwards: it keeps no
-// caller memory alive).
+// into scratch, the queue's own request. scratch is cleared after each
+// encode, under the lock that guards it (a clear after postRing returned
+// would race with the next post's fill): it keeps no caller memory alive.
 func postFilled[W any](p *producer, n int, closed error, scratch *W, fill func(i int, w *W), encode func(slot unsafe.Pointer, w *W, i int) error, published func(n int) error) error {
-	defer func() {
-		var zero W
-		*scratch = zero
-	}()
 	return postRing(p, n, closed, func(slot unsafe.Pointer, i int) error {
+		defer func() {
+			var zero W
+			*scratch = zero
+		}()
 		fill(i, scratch)
 		return encode(slot, scratch, i)
 	}, published)
