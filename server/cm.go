@@ -185,23 +185,25 @@ func (a *cmAccepts) start(ctx context.Context, req *rdmacm.Request) {
 		delete(a.running, x)
 		a.mu.Unlock()
 		<-a.slots
+		// An accept is logged before CMConnects or CMFailures counts it,
+		// so whoever sees the count in Stats finds the line in the log.
 		logf := a.opts.Logf
 		if err != nil {
-			a.s.c.cmFailed.Add(1)
 			switch {
 			case x.evicted.Load():
 				if n := a.s.c.cmEvicted.Add(1); n&(n-1) == 0 {
 					logf("rdma cm: evicted %v, not established after %v, to make room (%d evicted so far)", req.RemoteAddr(), time.Since(x.since).Round(time.Millisecond), n)
 				}
-				return
 			case timedOut:
-				err = fmt.Errorf("not established within %v: %w", a.opts.Timeout, err)
+				logf("rdma cm: %v: not established within %v: %v", req.RemoteAddr(), a.opts.Timeout, err)
+			default:
+				logf("rdma cm: %v: %v", req.RemoteAddr(), err)
 			}
-			logf("rdma cm: %v: %v", req.RemoteAddr(), err)
+			a.s.c.cmFailed.Add(1)
 			return
 		}
-		a.s.c.cmConnects.Add(1)
 		logf("rdma cm: sender %v connected (QP %#x)", c.RemoteAddr(), ss.q.num())
+		a.s.c.cmConnects.Add(1)
 		// Not in wg: the watch lasts as long as the connection.
 		go a.s.watchCM(c, ss, logf)
 	}()
