@@ -194,7 +194,7 @@ func (r *bwRun) sendSide(i int) (int, error) {
 			wr.Flags &^= qp.Signaled
 		}
 		if !o.noPeak {
-			r.times.posted[r.totS] = now()
+			r.times.posted[r.totS] = stamp()
 		}
 		if timed && r.clock.current() == stateEnd {
 			break
@@ -256,9 +256,9 @@ func (r *bwRun) complete(w *cq.WC, onFirst func()) error {
 	r.totC += o.cqMod
 	if !o.noPeak {
 		if r.totC > r.tot {
-			r.times.completed[r.tot-1] = now()
+			r.times.completed[r.tot-1] = stamp()
 		} else {
-			r.times.completed[r.totC-1] = now()
+			r.times.completed[r.totC-1] = stamp()
 		}
 	}
 	if r.clock != nil && r.clock.current() == stateSample {
@@ -327,7 +327,7 @@ func (r *bwRun) client() error {
 		defer r.clock.stop()
 	}
 	if o.noPeak && r.clock == nil {
-		r.times.posted[0] = now()
+		r.times.posted[0] = stamp()
 	}
 	r.stall.progress()
 	for r.totS < tot || r.totC < tot || r.running() {
@@ -353,7 +353,7 @@ func (r *bwRun) client() error {
 		}
 	}
 	if o.noPeak && r.clock == nil {
-		r.times.completed[0] = now()
+		r.times.completed[0] = stamp()
 	}
 	return nil
 }
@@ -372,7 +372,7 @@ func (r *bwRun) server() error {
 		if r.clock != nil {
 			r.clock.start()
 		} else {
-			r.times.posted[0] = now()
+			r.times.posted[0] = stamp()
 		}
 	}
 	r.stall.progress()
@@ -403,7 +403,7 @@ func (r *bwRun) server() error {
 		}
 	}
 	if r.clock == nil {
-		r.times.completed[0] = now()
+		r.times.completed[0] = stamp()
 	}
 	return nil
 }
@@ -424,7 +424,7 @@ func (r *bwRun) bidirectional() error {
 		defer r.clock.stop()
 	}
 	if o.noPeak {
-		r.times.posted[0] = now()
+		r.times.posted[0] = stamp()
 	}
 	// With -R one CQ takes sends and receives: pollRecvs may complete a
 	// send before pollSends has ever set the total.
@@ -467,7 +467,7 @@ func (r *bwRun) bidirectional() error {
 		}
 	}
 	if o.noPeak && r.clock == nil {
-		r.times.completed[0] = now()
+		r.times.completed[0] = stamp()
 	}
 	return nil
 }
@@ -479,6 +479,8 @@ func (r *bwRun) report() bwReport {
 		t := bwTimes{posted: []int64{r.clock.sampleStart}, completed: []int64{r.clock.sampleStop}}
 		return bwReportOf(r.o, &t, r.size, r.sampled)
 	}
+	stampsToNanos(r.times.posted)
+	stampsToNanos(r.times.completed)
 	return bwReportOf(r.o, &r.times, r.size, r.iters)
 }
 

@@ -8,8 +8,9 @@ import (
 // epoch is the origin of now's timestamps.
 var epoch = time.Now()
 
-// now is the monotonic clock in nanoseconds, perftest's get_cycles: it
-// allocates nothing.
+// now is the monotonic clock in nanoseconds: the run's own timing (timed
+// runs, yields, the stall watch) and, where the CPU's counter cannot be
+// used, the messages' stamps. It allocates nothing.
 func now() int64 { return int64(time.Since(epoch)) }
 
 // durationState is perftest's DurationStates: a timed run warms up for

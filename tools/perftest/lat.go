@@ -108,7 +108,7 @@ func (l *latRun) startClock() {
 
 func (l *latRun) stamp(i int) {
 	if l.clock == nil {
-		l.posted[i] = now()
+		l.posted[i] = stamp()
 	}
 }
 
@@ -310,6 +310,9 @@ func (l *latRun) print(w interface{ Write([]byte) (int, error) }) {
 	if l.clock != nil {
 		printLatDuration(w, l.o, l.size, l.sampled, l.clock.sampleStop-l.clock.sampleStart)
 		return
+	}
+	if !l.o.cycles {
+		stampsToNanos(l.posted)
 	}
 	printLatReport(w, l.o, l.size, l.iters, latReportOf(l.o, l.posted, l.delta))
 }

@@ -181,10 +181,11 @@ func printLatHeader(w io.Writer, o *options) {
 	fmt.Fprint(w, resultLine+h+"\n")
 }
 
-// bwTimes are a bandwidth run's timestamps in nanoseconds: when each
-// request was posted and when the completions counting up to it arrived
-// (perftest's tposted/tcompleted, in its cycles' place), or with noPeak
-// only [0] of each: the first post and the last completion.
+// bwTimes are a bandwidth run's timestamps: when each request was posted
+// and when the completions counting up to it arrived (perftest's
+// tposted/tcompleted), or with noPeak only [0] of each: the first post
+// and the last completion. The loops write stamps; the report reads
+// nanoseconds (stampsToNanos).
 type bwTimes struct {
 	posted, completed []int64
 }
@@ -276,9 +277,10 @@ type latReport struct {
 	min, max, typical, avg, stdev, p99, p999 float64
 }
 
-// latReportOf computes the latency figures from the post timestamps
-// (nanoseconds) of iters round trips; delta is scratch of iters-1
-// entries. Send and write halve the round trip (rtt_factor 2).
+// latReportOf computes the latency figures from the post timestamps of
+// iters round trips, nanoseconds or with -C the counter's ticks (C
+// perftest's cycles); delta is scratch of iters-1 entries. Send and write
+// halve the round trip (rtt_factor 2).
 func latReportOf(o *options, posted []int64, delta []int64) latReport {
 	n := len(posted) - 1
 	delta = delta[:n]
