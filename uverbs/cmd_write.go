@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -86,12 +87,26 @@ func execWrite[Req, Resp any](c *Context, verb string, cmd uint32, f *writeFrame
 	return writeCmd(c, verb, unsafe.Pointer(f), n, false)
 }
 
-// execHotWrite runs a legacy write() command that never sleeps in the
-// kernel and carries no driver data (the doorbell, req_notify_cq) through
-// RawSyscall; see fullIO.
-func execHotWrite[Req, Resp any](c *Context, verb string, cmd uint32, f *writeFrame[Req], resp *respFrame[Resp]) error {
-	n := buildWrite(f, cmd, resp, nil, 0)
-	return writeCmd(c, verb, unsafe.Pointer(f), n, true)
+// hotFrame is the image of a legacy write() command that carries no
+// driver data: the send doorbell's and req_notify_cq's, which run once a
+// message. Unlike writeFrame it has no room for driver data, which would
+// be zeroed on every call.
+type hotFrame[Req any] struct {
+	hdr cmdHdr
+	req Req
+}
+
+// hotWrite writes the send doorbell or req_notify_cq, commands that never
+// sleep in the kernel, through RawSyscall (see fullIO). The caller holds
+// the gate of the object the command names; that gate keeps c's fd open,
+// since Context.Close shuts the gate of every object before it closes the
+// fd, so c's own gate is not taken. The header's lengths are constants of
+// each command: in is the frame's size, out the response's.
+func hotWrite(c *Context, f unsafe.Pointer, in uintptr, out uint16, cmd uint32) unix.Errno {
+	*(*cmdHdr)(f) = cmdHdr{Command: cmd, InWords: uint16(in / 4), OutWords: out}
+	errno := fullIO(c.fd.int(), f, in, true)
+	runtime.KeepAlive(c) // see writeCmd
+	return errno
 }
 
 // buildWriteEx completes an extended command: the response pointer lives

@@ -165,15 +165,18 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) error {
 	if !cq.gate.enter() {
 		return errReqNotifyClosed
 	}
-	var f writeFrame[reqNotifyCQCmd]
+	var f hotFrame[reqNotifyCQCmd]
 	f.req = reqNotifyCQCmd{CQHandle: cq.handle}
 	if solicitedOnly {
 		f.req.SolicitedOnly = 1
 	}
 	// No defer on this path: see PostSendDoorbell.
-	err := execHotWrite(cq.ctx, "req_notify_cq", cmdReqNotifyCQ, &f, noResp)
+	errno := hotWrite(cq.ctx, unsafe.Pointer(&f), unsafe.Sizeof(f), 0, cmdReqNotifyCQ)
 	cq.gate.leave()
-	return err
+	if errno != 0 {
+		return cmdError("req_notify_cq", errno)
+	}
+	return nil
 }
 
 // errReqNotifyClosed is ReqNotify's ErrClosed, preallocated.

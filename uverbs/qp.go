@@ -226,14 +226,17 @@ func (qp *QP) PostSendDoorbell() error {
 	if !qp.gate.enter() {
 		return errDoorbellClosed
 	}
-	var resp respFrame[postSendResp]
-	var f writeFrame[postSendCmd]
-	f.req = postSendCmd{Response: resp.ptr(), QPHandle: qp.handle, WQESize: doorbellWQESize}
-	// No defer: execHotWrite runs no caller code, and a deferred call is
-	// 14 instructions of a doorbell's 300 outside the kernel.
-	err := execHotWrite(qp.pd.ctx, "post_send", cmdPostSend, &f, &resp)
+	var resp postSendResp
+	var f hotFrame[postSendCmd]
+	f.req = postSendCmd{Response: ptr64{unsafe.Pointer(&resp)}, QPHandle: qp.handle, WQESize: doorbellWQESize}
+	// No defer: hotWrite runs no caller code, and a deferred call is 14
+	// instructions of a doorbell's 300 outside the kernel.
+	errno := hotWrite(qp.pd.ctx, unsafe.Pointer(&f), unsafe.Sizeof(f), uint16(unsafe.Sizeof(resp)/4), cmdPostSend)
 	qp.gate.leave()
-	return err
+	if errno != 0 {
+		return cmdError("post_send", errno)
+	}
+	return nil
 }
 
 // errDoorbellClosed is PostSendDoorbell's ErrClosed, preallocated.
