@@ -29,21 +29,22 @@ type producer struct {
 	dev   *uverbs.Context // the device, nil over simulated rings: posts stop once it is removed
 }
 
-// postRing writes n requests past the producer index, where the kernel
-// does not look, and publishes them with one producer store only if every
-// request was valid: a call posts all of them or none. encode checks
-// request i and writes it into slot. closed is the queue's error once it
-// is closed. published, if not nil, runs after the store with the lock
-// still held.
-func postRing(p *producer, n int, closed error, encode func(slot unsafe.Pointer, i int) error, published func(n int) error) error {
-	if n <= 0 {
-		return nil
-	}
+// lock checks that the device is still there and takes the lock every
+// post holds.
+func (p *producer) lock() error {
 	if err := deviceErr(p.dev); err != nil {
 		return err
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock() // encode may run a caller's fill (postFunc)
+	return nil
+}
+
+// write writes n requests past the producer index, where the kernel does
+// not look, and publishes them with one producer store only if every
+// request was valid: a call posts all of them or none. encode checks
+// request i and writes it into slot. closed is the queue's error once it
+// is closed. The caller holds p.mu.
+func (p *producer) write(n int, closed error, encode func(slot unsafe.Pointer, i int) error) error {
 	r := p.ring
 	if r == nil {
 		return closed
@@ -60,25 +61,24 @@ func postRing(p *producer, n int, closed error, encode func(slot unsafe.Pointer,
 	}
 	p.prod = idx
 	r.SetProducer(idx) // publishes the WQEs: all written before this store
-	if published == nil {
-		return nil
-	}
-	return published(n)
+	return nil
 }
 
-// postFilled is postRing for requests that fill writes, one at a time,
-// into scratch, the queue's own request. scratch is cleared after each
-// encode, under the lock that guards it (a clear after postRing returned
-// would race with the next post's fill): it keeps no caller memory alive.
-func postFilled[W any](p *producer, n int, closed error, scratch *W, fill func(i int, w *W), encode func(slot unsafe.Pointer, w *W, i int) error, published func(n int) error) error {
-	return postRing(p, n, closed, func(slot unsafe.Pointer, i int) error {
+// writeFilled is write for requests that fill, the caller's code, writes
+// one at a time into scratch, the queue's own request. The caller holds
+// p.mu and releases it in a deferred call, which also runs if fill
+// panics. scratch is cleared after each encode, under that lock (a clear
+// after the post returned would race with the next post's fill): it keeps
+// no caller memory alive.
+func writeFilled[W any](p *producer, n int, closed error, scratch *W, fill func(i int, w *W), encode func(slot unsafe.Pointer, w *W, i int) error) error {
+	return p.write(n, closed, func(slot unsafe.Pointer, i int) error {
 		defer func() {
 			var zero W
 			*scratch = zero
 		}()
 		fill(i, scratch)
 		return encode(slot, scratch, i)
-	}, published)
+	})
 }
 
 // sendQueue is the producer side of a send ring.
@@ -94,9 +94,9 @@ type sendQueue struct {
 	scratch   SendWR        // the request postFunc checks and encodes, under mu
 }
 
-// post writes the WQEs and publishes them all or none (see postRing). It
-// then rings the doorbell once, still holding the lock, so that detach
-// (which takes the lock before the kernel QP is destroyed) can never let a
+// post writes the WQEs and publishes them all or none (see write). It then
+// rings the doorbell once, still holding the lock, so that detach (which
+// takes the lock before the kernel QP is destroyed) can never let a
 // doorbell reach a destroyed QP or a handle the kernel has since reused.
 //
 // Once the producer index is published the kernel may consume the WQEs at
@@ -104,16 +104,40 @@ type sendQueue struct {
 // cannot be taken back: a failed doorbell is reported as ErrDoorbell, which
 // says the requests are queued. The requests are encoded from wrs where
 // they are, not copied first.
+//
+// The lock is released without defer: nothing here runs a caller's code,
+// and a deferred call is 15 instructions of a post's few hundred.
 func (q *sendQueue) post(wrs []SendWR) error {
-	return postRing(&q.producer, len(wrs), errSendQueueClosed, func(slot unsafe.Pointer, i int) error {
+	if len(wrs) == 0 {
+		return nil
+	}
+	if err := q.lock(); err != nil {
+		return err
+	}
+	err := q.write(len(wrs), errSendQueueClosed, func(slot unsafe.Pointer, i int) error {
 		return q.encode(slot, &wrs[i], i)
-	}, q.ringDoorbell)
+	})
+	if err == nil {
+		err = q.ringDoorbell(len(wrs))
+	}
+	q.mu.Unlock()
+	return err
 }
 
 // postFunc is post for n requests that fill writes, one at a time, into
 // the queue's scratch request (see QP.PostSendFunc).
 func (q *sendQueue) postFunc(n int, fill func(i int, w *SendWR)) error {
-	return postFilled(&q.producer, n, errSendQueueClosed, &q.scratch, fill, q.encode, q.ringDoorbell)
+	if n <= 0 {
+		return nil
+	}
+	if err := q.lock(); err != nil {
+		return err
+	}
+	defer q.mu.Unlock()
+	if err := writeFilled(&q.producer, n, errSendQueueClosed, &q.scratch, fill, q.encode); err != nil {
+		return err
+	}
+	return q.ringDoorbell(n)
 }
 
 // encode checks w and writes it into slot as the call's i-th request.
@@ -196,18 +220,34 @@ type recvQueue struct {
 	scratch RecvWR // the request postFunc checks and encodes, under mu
 }
 
-// post writes the WQEs and publishes them all or none (see postRing). The
-// kernel notices new receives by itself: no syscall.
+// post writes the WQEs and publishes them all or none (see write). The
+// kernel notices new receives by itself: no syscall. As in the send
+// queue's post, no defer.
 func (q *recvQueue) post(wrs []RecvWR) error {
-	return postRing(&q.producer, len(wrs), errRecvQueueClosed, func(slot unsafe.Pointer, i int) error {
+	if len(wrs) == 0 {
+		return nil
+	}
+	if err := q.lock(); err != nil {
+		return err
+	}
+	err := q.write(len(wrs), errRecvQueueClosed, func(slot unsafe.Pointer, i int) error {
 		return q.encode(slot, &wrs[i], i)
-	}, nil)
+	})
+	q.mu.Unlock()
+	return err
 }
 
 // postFunc is post for n requests that fill writes, one at a time, into
 // the queue's scratch request (see QP.PostRecvFunc).
 func (q *recvQueue) postFunc(n int, fill func(i int, w *RecvWR)) error {
-	return postFilled(&q.producer, n, errRecvQueueClosed, &q.scratch, fill, q.encode, nil)
+	if n <= 0 {
+		return nil
+	}
+	if err := q.lock(); err != nil {
+		return err
+	}
+	defer q.mu.Unlock()
+	return writeFilled(&q.producer, n, errRecvQueueClosed, &q.scratch, fill, q.encode)
 }
 
 // encode checks w and writes it into slot.
