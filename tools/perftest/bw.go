@@ -73,7 +73,7 @@ func newBWRun(e *end, rem []dest, size int) (*bwRun, error) {
 	if !o.noPeak {
 		samples = o.iters * n
 	}
-	r.times = bwTimes{posted: make([]int64, samples), completed: make([]int64, samples)}
+	r.times = bwTimes{posted: newStamps(samples), completed: newStamps(samples)}
 	base := e.mr.Addr()
 	for i := range n {
 		r.myAddr[i] = base + uint64(i*e.buffSize)

@@ -37,7 +37,7 @@ func newLatRun(e *end, rem dest, size int) *latRun {
 	if o.durationMode() {
 		l.clock = newDurationClock(o)
 	} else {
-		l.posted = make([]int64, o.iters)
+		l.posted = newStamps(o.iters)
 		l.delta = make([]int64, o.iters)
 	}
 	l.sge[0] = e.sge(0, size)
