@@ -115,7 +115,7 @@ func printUsage(w io.Writer, t test) {
   -A, --atomic_type=<type>  type of atomic operation from {CMP_AND_SWAP,FETCH_AND_ADD} (default FETCH_AND_ADD)
   -b, --bidirectional  Measure bidirectional bandwidth (default unidirectional)
   -c, --connection=<RC/UC/UD>  Connection type RC/UC/UD (default RC)
-  -C, --report-cycles  report times in cpu cycle units (here: nanoseconds)
+  -C, --report-cycles  report times in cpu cycle units (the CPU's counter, or nanoseconds where it is not used)
   -d, --ib-dev=<dev>  Use IB device <dev> (default first device found)
   -D, --duration  Run test for a customized period of seconds.
   -e, --events  Sleep on CQ events (default poll)
