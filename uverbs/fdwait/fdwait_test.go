@@ -655,27 +655,3 @@ func openFDs(t *testing.T) int {
 	}
 	return len(ents)
 }
-
-// Waits without a deadline yield on the clock's word but read it only
-// every clockEvery-th time; a wait with a deadline reads it every time.
-func TestYieldClockRationed(t *testing.T) {
-	p, err := New(Ppoll)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	long := int64(-time.Hour) // the last yield: long ago
-	p.yielded.Store(long)
-	for i := 1; i < clockEvery; i++ {
-		if now := p.yieldBeforeWait(false); now != 0 || p.yielded.Load() != long {
-			t.Fatalf("untimed wait %d read the clock (now %v, yielded %d)", i, now, p.yielded.Load())
-		}
-	}
-	if now := p.yieldBeforeWait(false); now == 0 || p.yielded.Load() == long {
-		t.Fatalf("untimed wait %d did not yield (now %v)", clockEvery, now)
-	}
-	p.yielded.Store(long)
-	if now := p.yieldBeforeWait(true); now == 0 || p.yielded.Load() == long {
-		t.Fatalf("a wait with a deadline did not read the clock (now %v)", now)
-	}
-}

@@ -140,7 +140,7 @@ var noPwait2 atomic.Bool
 // registered, a context that cannot be cancelled. It yields as
 // waitThread does, for the same reason.
 func (p *Poller) waitRegistered(r *regSet, deadline time.Time) error {
-	now := p.yieldBeforeWait(!deadline.IsZero())
+	now := p.yieldBeforeWait()
 	var events [MaxFDs + 1]unix.EpollEvent
 	for {
 		n, err := r.wait(events[:], deadline, now)

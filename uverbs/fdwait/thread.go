@@ -26,9 +26,6 @@ type thread struct {
 	// yielded is when a Wait last went through the scheduler, in
 	// nanoseconds since epoch.
 	yielded atomic.Int64
-	// untimed counts the Waits without a deadline, which read the clock
-	// for the yield only every clockEvery-th time (see yieldBeforeWait).
-	untimed atomic.Uint32
 	// spare is a cancellation eventfd kept for the next Wait with a
 	// cancellable context, so that such a wait creates none.
 	spare atomic.Pointer[waker]
@@ -68,7 +65,7 @@ func (p *Poller) waitThread(ctx context.Context, deadline time.Time, fds []int) 
 		defer p.keepArmed(ctx, a)
 		cancelFD = int32(a.w.fd)
 	}
-	now := p.yieldBeforeWait(!deadline.IsZero())
+	now := p.yieldBeforeWait()
 	for {
 		var ts *unix.Timespec
 		var left unix.Timespec
@@ -116,22 +113,10 @@ func (p *Poller) waitThread(ctx context.Context, deadline time.Time, fds []int) 
 	}
 }
 
-// clockEvery is how often a Wait without a deadline reads the clock to
-// ration its yield: a clock read through the vDSO is about 100 of a short
-// wait's 600 instructions outside the kernel (make profile-insn,
-// ib_read_lat on 6.12, where every wait sleeps), and 16 short waits take
-// well under yieldEvery.
-const clockEvery = 16
-
 // yieldBeforeWait calls runtime.Gosched when the last yield is more than
 // yieldEvery ago (see waitThread), and returns the clock it read, which
-// the wait's timeout then starts from. A wait without a deadline (timed
-// false) looks at the clock only every clockEvery-th time, and otherwise
-// returns 0.
-func (p *Poller) yieldBeforeWait(timed bool) (now time.Duration) {
-	if !timed && p.untimed.Add(1)%clockEvery != 0 {
-		return 0
-	}
+// the wait's timeout then starts from.
+func (p *Poller) yieldBeforeWait() (now time.Duration) {
 	now = sinceEpoch()
 	if int64(now)-p.yielded.Load() < int64(yieldEvery) {
 		return now
