@@ -4,6 +4,7 @@ package integration
 
 import (
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,7 +93,16 @@ func TestKilledSenderLeavesNothing(t *testing.T) {
 // server's first frame is the one the sender went on with, so what it
 // reports lost (-check) is exactly the frames before it: those the first
 // server had, and those the sender reported unacknowledged.
+//
+// Not on arm64 with 6.1: under its TCG the ACK timeouts fire on every
+// stream, and 6.1's rxe then fails requests it has half seen
+// (retransmitWatch), which here is a second failed connection or a frame
+// the new server finds corrupt (3 of 3 runs on 2026-12-07). The amd64
+// suites run it on 6.1 and 6.12.
 func TestSenderReconnectsToRestartedServer(t *testing.T) {
+	if runtime.GOARCH == "arm64" && !kernelAtLeast(t, 6, 2) {
+		t.Skip("rxe 6.1 under arm64's TCG fails retransmitted requests (retransmitWatch); the amd64 suites run this test")
+	}
 	const port, total = 18741, 4000
 	devs := devices(t, 2)
 	srvArgs := []string{"-d", devs[0], "-g", gidArg(t, devs[0]), "-p", strconv.Itoa(port), "-q"}
