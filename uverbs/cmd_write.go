@@ -84,7 +84,7 @@ func execWrite[Req, Resp any](c *Context, verb string, cmd uint32, f *writeFrame
 		}
 	}
 	n := buildWrite(f, cmd, resp, driverIn, driverOut)
-	return writeCmd(c, verb, unsafe.Pointer(f), n, false)
+	return writeCmd(c, verb, unsafe.Pointer(f), n)
 }
 
 // hotFrame is the image of a legacy write() command that carries no
@@ -134,5 +134,5 @@ func execWriteEx[Req, Resp any](c *Context, verb string, cmd uint32, f *exWriteF
 		}
 	}
 	n := buildWriteEx(f, cmd, resp, driverIn, driverOut)
-	return writeCmd(c, verb, unsafe.Pointer(f), n, false)
+	return writeCmd(c, verb, unsafe.Pointer(f), n)
 }

@@ -18,21 +18,20 @@ type ptr64 struct{ p unsafe.Pointer }
 // where pointers are 64 bits wide.
 var _ = [1]struct{}{}[unsafe.Sizeof(ptr64{})-8]
 
-// writeCmd is the one entry point for write() commands: it sends the n bytes
-// at p (command header, request, driver request) on the uverbs fd, holding
-// the Context's gate (ErrClosed once Close has begun). The kernel
+// writeCmd is the entry point for write() commands other than hotWrite's:
+// it sends the n bytes at p (command header, request, driver request) on
+// the uverbs fd, holding the Context's gate (ErrClosed once Close has begun). The kernel
 // answers in place through the response pointers inside the request, so p
 // and everything it points to must stay alive and unmoved until the call
 // returns (the assembly Syscall guarantees that for p; ptr64 fields are
 // GC-visible). A successful command returns its full length.
-// hot selects RawSyscall (see fullIO).
-func writeCmd(c *Context, verb string, p unsafe.Pointer, n uintptr, hot bool) error {
+func writeCmd(c *Context, verb string, p unsafe.Pointer, n uintptr) error {
 	if !c.gate.enter() {
 		return closedError(verb)
 	}
 	// The kernel never writes a command partially; a short count (EIO
 	// from fullIO) means fd is not a uverbs device.
-	errno := fullIO(c.fd.int(), p, n, hot)
+	errno := fullIO(c.fd.int(), p, n, false)
 	c.gate.leave()
 	// The Context owns the fd and its GC cleanup closes it: it must stay
 	// reachable until the kernel is done with the command, or the fd could
